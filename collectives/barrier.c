@@ -1,0 +1,87 @@
+/* barrier.c - the dissemination barrier (Hensgen, Finkel, Manber):
+ * in round k every rank signals rank + 2^k and waits for rank - 2^k.
+ * After ceil(log2 n) rounds every rank has heard, directly or through
+ * others, from all.  Works for any n, not only powers of two.
+ *
+ *   n = 5, rank 0:  round 0 -> 1, <- 4;  round 1 -> 2, <- 3;  round 2 -> 4, <- 1
+ */
+#include "engine/context.h"
+#include "engine/log.h"
+
+struct barrier_op {
+    tide_req req;
+    int round;   /* current round, from 0 */
+    int rounds;  /* ceil(log2 size) */
+    int pending; /* messages of this round not yet complete */
+    tide__msg send, recv;
+};
+
+static int ceil_log2(int n)
+{
+    int k = 0;
+    while ((1 << k) < n)
+        k++;
+    return k;
+}
+
+static void post_round(struct barrier_op *op)
+{
+    tide_req *req = &op->req;
+    int n = req->comm->size, r = req->comm->rank, d = 1 << op->round;
+    int to = (r + d) % n, from = (r - d % n + n) % n;
+    tide__msg_init(&op->recv, req, TIDE_MSG_RECV, from, TIDE_KIND_BARRIER, (uint32_t)op->round,
+                   NULL, 0);
+    tide__msg_init(&op->send, req, TIDE_MSG_SEND, to, TIDE_KIND_BARRIER, (uint32_t)op->round, NULL,
+                   0);
+    op->pending = 2;
+    tide__req_post(req, &op->recv); /* receive first: the peer may be ahead */
+    tide__req_post(req, &op->send);
+}
+
+static void barrier_start(tide_req *req)
+{
+    struct barrier_op *op = (struct barrier_op *)req;
+    op->rounds = ceil_log2(req->comm->size);
+    if (op->rounds == 0) {
+        tide__req_succeed(req);
+        return;
+    }
+    post_round(op);
+}
+
+static void barrier_step(tide_req *req, tide__msg *m)
+{
+    struct barrier_op *op = (struct barrier_op *)req;
+    (void)m;
+    if (--op->pending)
+        return;
+    if (++op->round == op->rounds) {
+        tide__req_succeed(req);
+        return;
+    }
+    post_round(op);
+}
+
+static const struct tide__op_vtbl barrier_vtbl = {"barrier", barrier_start, barrier_step};
+
+int tide_ibarrier(tide_comm *comm, tide_req **out)
+{
+    if (out)
+        *out = NULL;
+    if (!comm || !out)
+        return TIDE_EINVAL;
+    tide_req *req = tide__req_new(comm, &barrier_vtbl, sizeof(struct barrier_op));
+    if (!req)
+        return TIDE_ENOMEM;
+    req->seq = atomic_fetch_add(&comm->next_seq, 1);
+    req->algorithm = "dissemination";
+    *out = req;
+    return tide__req_submit(req);
+}
+
+int tide_barrier(tide_comm *comm)
+{
+    tide_req *req;
+    int rc = tide_ibarrier(comm, &req);
+    return tide__wait_and_free(rc, req);
+}

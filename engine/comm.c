@@ -1,0 +1,183 @@
+/* comm.c - communicators: joining a job (tide_init), its rank and size,
+ * abort, finalize.  A context holds everything per process; the world
+ * communicator is embedded in it. */
+#include "engine/clock.h"
+#include "engine/context.h"
+#include "engine/log.h"
+#include "transports/tcp/bootstrap.h"
+#include "transports/tcp/tcp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+static int check_config(const tide_config *cfg)
+{
+    const char *why = NULL;
+    if (cfg->size < 1)
+        why = "size must be at least 1";
+    else if (cfg->rank < 0 || cfg->rank >= cfg->size)
+        why = "rank must be in [0, size)";
+    else if (cfg->master_port < 1 || cfg->master_port > 65535)
+        why = "master_port must be in [1, 65535]";
+    else if (!(cfg->timeout_s > 0))
+        why = "timeout_s must be positive";
+    else if (cfg->bootstrap_timeout_s < 0)
+        why = "bootstrap_timeout_s must not be negative";
+    else if (cfg->progress != TIDE_PROGRESS_THREAD && cfg->progress != TIDE_PROGRESS_INLINE)
+        why = "progress must be TIDE_PROGRESS_THREAD or TIDE_PROGRESS_INLINE";
+    else if (cfg->spin_us < 0)
+        why = "spin_us must not be negative";
+    else if (!memchr(cfg->master_addr, '\0', sizeof cfg->master_addr) || !cfg->master_addr[0])
+        why = "master_addr must be a non-empty string";
+    else if (!memchr(cfg->job_token, '\0', sizeof cfg->job_token))
+        why = "job_token is not terminated";
+    if (!why)
+        return 0;
+    tide__log(TIDE_LOG_ERROR, -1, "tide_init: invalid configuration: %s", why);
+    return TIDE_EINVAL;
+}
+
+static struct tide__ctx *ctx_new(const tide_config *cfg)
+{
+    struct tide__ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return NULL;
+    atomic_init(&ctx->refs, 1);
+    ctx->cfg = *cfg;
+    ctx->rank = cfg->rank;
+    ctx->size = cfg->size;
+    ctx->timeout_ns = tide__seconds_to_ns(cfg->timeout_s);
+    ctx->spin_ns = (uint64_t)cfg->spin_us * TIDE_NS_PER_US;
+    ctx->inline_mode = cfg->progress == TIDE_PROGRESS_INLINE;
+    tide__mpsc_init(&ctx->cmds);
+    tide__timer_heap_init(&ctx->timers);
+    pthread_mutex_init(&ctx->pool_lock, NULL);
+    ctx->wake_fd = eventfd(0, EFD_CLOEXEC);
+    ctx->world.ctx = ctx;
+    ctx->world.id = 1;
+    ctx->world.rank = cfg->rank;
+    ctx->world.size = cfg->size;
+    atomic_init(&ctx->world.next_seq, 1);
+    if (ctx->wake_fd < 0) {
+        free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+void tide__ctx_unref(struct tide__ctx *ctx)
+{
+    if (atomic_fetch_sub(&ctx->refs, 1) != 1)
+        return;
+    tide__req_pool_free(ctx);
+    pthread_mutex_destroy(&ctx->pool_lock);
+    tide__timer_heap_free(&ctx->timers);
+    close(ctx->wake_fd);
+    free(ctx);
+}
+
+/* Bootstrap the mesh and wrap it in the TCP transport. */
+static int connect_job(struct tide__ctx *ctx)
+{
+    int *fds = malloc((size_t)ctx->size * sizeof *fds);
+    if (!fds)
+        return TIDE_ENOMEM;
+    for (int p = 0; p < ctx->size; p++)
+        fds[p] = -1;
+    char err[512] = "";
+    int rc = tide__bootstrap(&ctx->cfg, fds, err, sizeof err);
+    if (rc) {
+        tide__log(TIDE_LOG_ERROR, ctx->rank, "tide_init: %s", err);
+        free(fds);
+        return rc;
+    }
+    rc = tide__tcp_create(ctx, ctx->rank, ctx->size, fds, &ctx->tp);
+    free(fds);
+    return rc;
+}
+
+int tide_init_with(tide_comm **out, const tide_config *cfg)
+{
+    if (!out)
+        return TIDE_EINVAL;
+    *out = NULL;
+    if (!cfg)
+        return TIDE_EINVAL;
+    int rc = check_config(cfg);
+    if (rc)
+        return rc;
+    tide__log_set_level(cfg->log_level);
+
+    /* Before anyone waits on us: a rank without io_uring says so at once. */
+    char err[512];
+    rc = tide__reactor_probe(err, sizeof err);
+    if (rc) {
+        tide__log(TIDE_LOG_ERROR, cfg->rank, "tide_init: %s", err);
+        return rc;
+    }
+    struct tide__ctx *ctx = ctx_new(cfg);
+    if (!ctx)
+        return TIDE_ENOMEM;
+    rc = connect_job(ctx);
+    if (!rc) {
+        rc = tide__progress_start(ctx);
+        if (rc) {
+            tide__log(TIDE_LOG_ERROR, ctx->rank, "tide_init: %s", ctx->init_err);
+            ctx->tp->ops->destroy(ctx->tp);
+        }
+    }
+    if (rc) {
+        tide__ctx_unref(ctx);
+        return rc;
+    }
+    *out = &ctx->world;
+    return 0;
+}
+
+int tide_init(tide_comm **comm)
+{
+    if (!comm)
+        return TIDE_EINVAL;
+    *comm = NULL;
+    tide_config cfg;
+    tide_config_default(&cfg);
+    int rc = tide_config_from_env(&cfg);
+    if (rc)
+        return rc;
+    return tide_init_with(comm, &cfg);
+}
+
+int tide_comm_rank(const tide_comm *comm)
+{
+    return comm ? comm->rank : TIDE_EINVAL;
+}
+
+int tide_comm_size(const tide_comm *comm)
+{
+    return comm ? comm->size : TIDE_EINVAL;
+}
+
+int tide_comm_abort(tide_comm *comm)
+{
+    if (!comm)
+        return TIDE_EINVAL;
+    tide__progress_command_sync(comm->ctx, TIDE_CMD_ABORT);
+    return 0;
+}
+
+int tide_finalize(tide_comm *comm)
+{
+    if (!comm)
+        return TIDE_EINVAL;
+    struct tide__ctx *ctx = comm->ctx;
+    if (comm != &ctx->world)
+        return TIDE_EINVAL;
+    tide__progress_stop(ctx);
+    ctx->tp->ops->destroy(ctx->tp);
+    ctx->tp = NULL;
+    tide__ctx_unref(ctx);
+    return 0;
+}

@@ -1,0 +1,154 @@
+/* config.c - tide_config defaults and the environment conventions users
+ * already have (torchrun, Open MPI, Slurm), read in one place. */
+#include "tide.h"
+#include "engine/log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+void tide_config_default(tide_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->rank = 0;
+    cfg->size = 1;
+    cfg->local_rank = -1;
+    cfg->local_size = -1;
+    strcpy(cfg->master_addr, "127.0.0.1");
+    cfg->master_port = 29500;
+    cfg->timeout_s = 300.0;
+    cfg->bootstrap_timeout_s = 0; /* 0: follow timeout_s */
+    cfg->progress = TIDE_PROGRESS_THREAD;
+    cfg->spin_us = 50;
+    cfg->log_level = TIDE_LOG_WARN;
+}
+
+/* Parse a whole decimal integer in [lo, hi]; 0 or TIDE_EINVAL. */
+static int parse_int(const char *name, const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
+        tide__log(TIDE_LOG_ERROR, -1, "%s=\"%s\" is not an integer in [%ld, %ld]", name, s, lo, hi);
+        return TIDE_EINVAL;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_seconds(const char *name, const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !(v > 0)) {
+        tide__log(TIDE_LOG_ERROR, -1, "%s=\"%s\" is not a positive number of seconds", name, s);
+        return TIDE_EINVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+static int copy_string(const char *name, const char *s, char *dst, size_t cap)
+{
+    if (strlen(s) >= cap) {
+        tide__log(TIDE_LOG_ERROR, -1, "%s is longer than %zu characters", name, cap - 1);
+        return TIDE_EINVAL;
+    }
+    strcpy(dst, s);
+    return 0;
+}
+
+/* The launcher conventions, in order of preference.  A convention applies
+ * when its rank variable is set. */
+struct launcher_vars {
+    const char *rank, *size, *local_rank, *local_size;
+};
+
+static const struct launcher_vars conventions[] = {
+    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+};
+
+/* Read one optional integer variable into *out. */
+static int env_int(const char *name, long lo, long hi, int *out)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return 0;
+    return parse_int(name, s, lo, hi, out);
+}
+
+static int read_ranks(tide_config *cfg)
+{
+    for (size_t i = 0; i < sizeof conventions / sizeof conventions[0]; i++) {
+        const struct launcher_vars *v = &conventions[i];
+        if (!getenv(v->rank))
+            continue;
+        int rc = env_int(v->size, 1, INT_MAX, &cfg->size);
+        if (!rc)
+            rc = env_int(v->rank, 0, INT_MAX, &cfg->rank);
+        if (!rc)
+            rc = env_int(v->local_rank, 0, INT_MAX, &cfg->local_rank);
+        /* Slurm's tasks-per-node can read "4(x2)"; ignore what isn't a number. */
+        const char *ls = getenv(v->local_size);
+        if (!rc && ls && strspn(ls, "0123456789") == strlen(ls) && *ls)
+            rc = env_int(v->local_size, 1, INT_MAX, &cfg->local_size);
+        if (rc)
+            return rc;
+        if (cfg->rank >= cfg->size) {
+            tide__log(TIDE_LOG_ERROR, -1, "%s=%d is not below %s=%d", v->rank, cfg->rank,
+                      v->size, cfg->size);
+            return TIDE_EINVAL;
+        }
+        return 0;
+    }
+    return 0;
+}
+
+static int read_progress(tide_config *cfg)
+{
+    const char *s = getenv("TIDE_PROGRESS");
+    if (!s || !*s)
+        return 0;
+    if (!strcasecmp(s, "thread")) {
+        cfg->progress = TIDE_PROGRESS_THREAD;
+        return 0;
+    }
+    if (!strcasecmp(s, "inline")) {
+        cfg->progress = TIDE_PROGRESS_INLINE;
+        return 0;
+    }
+    tide__log(TIDE_LOG_ERROR, -1, "TIDE_PROGRESS=\"%s\": expected \"thread\" or \"inline\"", s);
+    return TIDE_EINVAL;
+}
+
+int tide_config_from_env(tide_config *cfg)
+{
+    if (!cfg)
+        return TIDE_EINVAL;
+    int rc = read_ranks(cfg);
+    const char *s;
+    if (!rc && (s = getenv("MASTER_ADDR")) && *s)
+        rc = copy_string("MASTER_ADDR", s, cfg->master_addr, sizeof cfg->master_addr);
+    if (!rc)
+        rc = env_int("MASTER_PORT", 1, 65535, &cfg->master_port);
+    if (!rc && (s = getenv("TIDE_JOB_TOKEN")))
+        rc = copy_string("TIDE_JOB_TOKEN", s, cfg->job_token, sizeof cfg->job_token);
+    if (!rc && (s = getenv("TIDE_TIMEOUT")) && *s)
+        rc = parse_seconds("TIDE_TIMEOUT", s, &cfg->timeout_s);
+    if (!rc && (s = getenv("TIDE_BOOTSTRAP_TIMEOUT")) && *s)
+        rc = parse_seconds("TIDE_BOOTSTRAP_TIMEOUT", s, &cfg->bootstrap_timeout_s);
+    if (!rc)
+        rc = read_progress(cfg);
+    if (!rc)
+        rc = env_int("TIDE_SPIN_US", 0, 10000000, &cfg->spin_us);
+    if (!rc)
+        rc = env_int("TIDE_LOG_LEVEL", 0, 3, &cfg->log_level);
+    return rc;
+}

@@ -1,0 +1,210 @@
+/* context.h - the engine's central structures: the per-process context
+ * (reactor, progress, transport, timers), communicators and requests.
+ *
+ * Ownership and threads, in one place:
+ *   - A context is made by tide_init and freed by tide_finalize.  Its
+ *     reactor, timers, transport and the lists of live requests belong to
+ *     the reactor thread (the progress thread, or in inline mode the one
+ *     thread that uses the communicator).
+ *   - User threads reach the reactor only through the command queue
+ *     (mpsc.h) plus a wake-up, and read request results through the
+ *     request's atomic state word.
+ *   - A request holds two references: the user's (dropped by
+ *     tide_req_free) and the engine's (dropped when it completes).
+ */
+#ifndef TIDE_CONTEXT_H
+#define TIDE_CONTEXT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/mpsc.h"
+#include "engine/reactor.h"
+#include "engine/timer_heap.h"
+#include "tide.h"
+#include "transports/transport.h"
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* Something for the reactor thread to do, handed over by a user thread. */
+enum tide__cmd_kind {
+    TIDE_CMD_START,    /* start cmd->req */
+    TIDE_CMD_CALLBACK, /* attach (or run) cmd->req's completion callback */
+    TIDE_CMD_ABORT,    /* fail every pending request */
+    TIDE_CMD_STOP,     /* abort, drain, and leave the progress loop */
+};
+
+struct tide__cmd {
+    struct tide__mpsc_node node;
+    enum tide__cmd_kind kind;
+    tide_req *req;
+    _Atomic uint32_t handled; /* ABORT/STOP: set when done; the caller waits */
+};
+
+/* What each kind of operation plugs into the engine. */
+struct tide__op_vtbl {
+    const char *name; /* "send", "recv", "barrier", ... */
+    /* Reactor thread: post the first messages (or finish at once). */
+    void (*start)(tide_req *req);
+    /* Reactor thread: message m, posted by this request, completed
+     * successfully.  (Failures never reach step: the engine fails the
+     * request and drains its other messages.) */
+    void (*step)(tide_req *req, tide__msg *m);
+};
+
+enum { TIDE_REQ_PENDING = 0, TIDE_REQ_DONE = 1, TIDE_REQ_WAITER = 2 };
+
+struct tide_req {
+    _Atomic uint32_t state; /* TIDE_REQ_*: the futex word waiters sleep on */
+    _Atomic int refs;       /* user + engine */
+    const struct tide__op_vtbl *vt;
+    tide_comm *comm;
+    struct tide__ctx *ctx;
+    struct tide__cmd start_cmd; /* hands the request to the reactor */
+    struct tide__cmd cb_cmd;    /* hands its callback to the reactor */
+    void (*cb)(tide_req *, void *); /* reactor-owned: runs in finish() */
+    void *cb_arg;
+    void (*cb_new)(tide_req *, void *); /* handed over by tide_req_on_complete */
+    void *cb_new_arg;
+    _Atomic int cb_claimed;
+    struct tide__timer timer; /* the operation's deadline */
+    uint64_t deadline_ns;
+    uint64_t seq;              /* collective sequence (0 for p2p) */
+    int status;                /* final result, valid once DONE */
+    int failing;               /* first error, while messages drain */
+    bool finished;             /* reactor: completed, callback ran */
+    tide__msg *live;           /* messages the transport holds */
+    unsigned nlive;
+    tide_req *act_prev, *act_next; /* in the context's active list */
+    size_t bytes;                  /* receive: bytes that arrived */
+    const char *algorithm;
+    unsigned size_class; /* which pool it returns to */
+    tide_req *pool_next;
+    char message[256];
+    /* operation-specific state follows in the enclosing struct */
+};
+
+struct tide_comm {
+    struct tide__ctx *ctx;
+    uint32_t id; /* on the wire; world is 1 */
+    int rank, size;
+    _Atomic uint64_t next_seq; /* collective sequence numbers, from 1 */
+};
+
+#define TIDE_POOL_CLASSES 8
+
+struct tide__ctx {
+    _Atomic int refs; /* the world communicator + every unreleased request */
+    tide_config cfg;
+    int rank, size;
+    uint64_t timeout_ns;
+    uint64_t spin_ns;
+    bool inline_mode;
+
+    /* progress */
+    pthread_t thread;
+    bool thread_started;
+    struct tide__mpsc cmds;
+    _Atomic int sleeping;     /* reactor is (about to be) blocked in the kernel */
+    int wake_fd;              /* eventfd user threads write to wake it */
+    uint64_t wake_buf;        /* target of the armed eventfd read */
+    struct tide__uop wake_uop;
+    bool stopping;            /* reactor: leave the loop */
+    struct tide__cmd *stop_cmd; /* signalled once the loop has drained */
+    int init_rc;              /* reactor thread's ring setup result */
+    _Atomic uint32_t init_done;
+    char init_err[256];
+
+    /* reactor thread only */
+    struct tide__reactor reactor;
+    struct tide__timer_heap timers;
+    struct tide__transport *tp;
+    tide_req *active;         /* started, not finished */
+    unsigned nactive;
+    tide__msg *done_head, *done_tail; /* completed messages to deliver */
+    int broken;               /* 0, or why every new operation fails */
+
+    /* request pools (any thread, under pool_lock) */
+    pthread_mutex_t pool_lock;
+    tide_req *pool[TIDE_POOL_CLASSES];
+
+    tide_comm world;
+};
+
+/* ---- request.c: the life of a request ---- */
+
+/* Allocate a request of `size` bytes (>= sizeof(tide_req)) for comm,
+ * zeroed, with both references held.  NULL when out of memory. */
+tide_req *tide__req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t size);
+
+/* Hand req to the reactor (any thread).  Takes effect at once in inline
+ * mode.  Returns 0; the request's outcome is reported through it. */
+int tide__req_submit(tide_req *req);
+
+/* Reactor: the handlers of TIDE_CMD_START and TIDE_CMD_CALLBACK. */
+void tide__req_start_cmd(tide_req *req);
+void tide__req_attach_callback(tide_req *req);
+
+/* Fill m as a message of req's operation (kind, sequence, tag) to or
+ * from comm-rank peer. */
+void tide__msg_init(tide__msg *m, tide_req *req, enum tide__msg_dir dir, int peer, uint8_t kind,
+                    uint32_t tag, void *buf, size_t len);
+
+/* Drop a reference to ctx; the last one frees it (comm.c). */
+void tide__ctx_unref(struct tide__ctx *ctx);
+
+/* Reactor: post message m on behalf of req. */
+void tide__req_post(tide_req *req, tide__msg *m);
+
+/* Reactor: req succeeded (it must hold no live messages). */
+void tide__req_succeed(tide_req *req);
+
+/* Reactor: req failed.  The first error wins; the message is formatted
+ * as "rank R: <op> <detail>: <error text>".  Live messages are withdrawn
+ * and the request completes once the transport has let go of them all. */
+void tide__req_fail(tide_req *req, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Reactor: deliver completed messages to their requests. Returns count. */
+int tide__ctx_deliver(struct tide__ctx *ctx);
+
+/* Reactor: fail every active request with err. */
+void tide__ctx_fail_all(struct tide__ctx *ctx, int err, const char *why);
+
+/* Reactor: the deadline-timer callback of requests. */
+void tide__req_expire(tide_req *req);
+
+/* Free pooled requests (finalize). */
+void tide__req_pool_free(struct tide__ctx *ctx);
+
+/* ---- wait.c ---- */
+
+/* The blocking form of every call: if rc (the nonblocking call's result)
+ * is 0, wait for req up to its deadline and free it.  Returns the result. */
+int tide__wait_and_free(int rc, tide_req *req);
+
+/* ---- progress.c: who runs the reactor ---- */
+
+/* Start progress: thread mode spawns the reactor thread and waits for it
+ * to set up its ring; inline mode sets the ring up here. */
+int tide__progress_start(struct tide__ctx *ctx);
+
+/* Any thread: hand a command to the reactor and wake it if it sleeps. */
+void tide__progress_submit(struct tide__ctx *ctx, struct tide__cmd *cmd);
+
+/* Any thread: submit an ABORT/STOP command and wait until it is handled. */
+void tide__progress_command_sync(struct tide__ctx *ctx, enum tide__cmd_kind kind);
+
+/* Reactor: one turn: commands, expired timers, the ring (waiting up to
+ * wait_ns), completions.  Returns how many things happened. */
+int tide__progress_turn(struct tide__ctx *ctx, uint64_t wait_ns);
+
+/* Reactor: how long the next blocking wait may last (next deadline). */
+uint64_t tide__progress_wait_budget(struct tide__ctx *ctx, uint64_t limit_ns);
+
+/* Stop the reactor and release the ring (finalize). */
+void tide__progress_stop(struct tide__ctx *ctx);
+
+#endif

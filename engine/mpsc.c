@@ -1,0 +1,58 @@
+/* mpsc.c - see mpsc.h.  The one subtle point: between a producer's
+ * exchange of head and its store of prev->next, the list is briefly cut.
+ * pop() then returns NULL and empty() returns false, so the consumer keeps
+ * looking instead of sleeping. */
+#include "engine/mpsc.h"
+
+#include <stddef.h>
+
+void tide__mpsc_init(struct tide__mpsc *q)
+{
+    atomic_store_explicit(&q->stub.next, NULL, memory_order_relaxed);
+    atomic_store_explicit(&q->head, &q->stub, memory_order_relaxed);
+    q->tail = &q->stub;
+}
+
+void tide__mpsc_push(struct tide__mpsc *q, struct tide__mpsc_node *node)
+{
+    atomic_store_explicit(&node->next, NULL, memory_order_relaxed);
+    /* seq_cst: pairs with the consumer's "sleeping" flag (see progress.c). */
+    struct tide__mpsc_node *prev = atomic_exchange(&q->head, node);
+    atomic_store_explicit(&prev->next, node, memory_order_release);
+}
+
+struct tide__mpsc_node *tide__mpsc_pop(struct tide__mpsc *q)
+{
+    struct tide__mpsc_node *tail = q->tail;
+    struct tide__mpsc_node *next = atomic_load_explicit(&tail->next, memory_order_acquire);
+
+    if (tail == &q->stub) {
+        if (!next)
+            return NULL;
+        q->tail = next;
+        tail = next;
+        next = atomic_load_explicit(&next->next, memory_order_acquire);
+    }
+    if (next) {
+        q->tail = next;
+        return tail;
+    }
+    /* tail is the last node we can see; if head moved past it, a producer
+     * is mid-push. */
+    if (tail != atomic_load(&q->head))
+        return NULL;
+    /* Re-insert the stub behind tail so tail can be handed out. */
+    tide__mpsc_push(q, &q->stub);
+    next = atomic_load_explicit(&tail->next, memory_order_acquire);
+    if (next) {
+        q->tail = next;
+        return tail;
+    }
+    return NULL;
+}
+
+bool tide__mpsc_empty(struct tide__mpsc *q)
+{
+    return q->tail == &q->stub && atomic_load(&q->head) == &q->stub &&
+           atomic_load_explicit(&q->stub.next, memory_order_acquire) == NULL;
+}

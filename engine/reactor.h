@@ -1,0 +1,46 @@
+/* reactor.h - one io_uring ring, owned by one thread.
+ *
+ * Every submission's user_data points to a tide__uop embedded in the
+ * object that posted it (a connection, the wake-up eventfd); its complete
+ * function runs when the CQE comes back.  The reactor knows nothing else.
+ */
+#ifndef TIDE_REACTOR_H
+#define TIDE_REACTOR_H
+
+#include <liburing.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct tide__uop {
+    void (*complete)(struct tide__uop *uop, int res);
+};
+
+struct tide__reactor {
+    struct io_uring ring;
+    int ready;              /* ring initialized */
+    unsigned inflight;      /* submitted, CQE not yet seen */
+    const char *flags_name; /* which ring flags the kernel accepted */
+};
+
+/* Create the ring on the calling thread (which then owns it), trying
+ * SINGLE_ISSUER|DEFER_TASKRUN, then COOP_TASKRUN, then no flags.
+ * Returns 0, or TIDE_ENOSYS with a message in err when io_uring is
+ * unavailable (old kernel, seccomp, kernel.io_uring_disabled). */
+int tide__reactor_init(struct tide__reactor *r, char *err, size_t errlen);
+
+/* Write-once process-wide probe: can this process create a ring at all?
+ * 0, or TIDE_ENOSYS with the reason in err. */
+int tide__reactor_probe(char *err, size_t errlen);
+
+void tide__reactor_fini(struct tide__reactor *r);
+
+/* A free SQE (submitting queued ones first if the ring is full) with
+ * user_data already pointing at uop.  Never NULL. */
+struct io_uring_sqe *tide__reactor_sqe(struct tide__reactor *r, struct tide__uop *uop);
+
+/* Submit what is queued, wait up to wait_ns for a completion (0: don't
+ * wait; UINT64_MAX: no limit), and run the completions that are ready,
+ * at most a bounded batch.  Returns how many ran (>= 0). */
+int tide__reactor_run(struct tide__reactor *r, uint64_t wait_ns);
+
+#endif

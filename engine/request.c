@@ -1,0 +1,385 @@
+/* request.c - the life of a request, on the reactor side: allocation from
+ * small pools, start, message bookkeeping, failure, completion, and the
+ * two references that decide when it is reclaimed.
+ *
+ * A request completes exactly once, in finish(): the callback runs, then
+ * the DONE bit is published (waking a sleeping waiter), then the engine
+ * drops its reference.  A failing request first withdraws its messages
+ * from the transport and completes only when the transport has let go of
+ * every buffer, so a caller that sees the error may free its buffers. */
+#include "engine/context.h"
+#include "engine/clock.h"
+#include "engine/log.h"
+#include "engine/waiter.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define POOL_GRAIN 256
+
+static void expire_timer(struct tide__timer *t)
+{
+    tide__req_expire(container_of(t, tide_req, timer));
+}
+
+tide_req *tide__req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t size)
+{
+    struct tide__ctx *ctx = comm->ctx;
+    unsigned cls = (unsigned)((size + POOL_GRAIN - 1) / POOL_GRAIN) - 1;
+    tide_req *req = NULL;
+
+    if (cls < TIDE_POOL_CLASSES) {
+        pthread_mutex_lock(&ctx->pool_lock);
+        req = ctx->pool[cls];
+        if (req)
+            ctx->pool[cls] = req->pool_next;
+        pthread_mutex_unlock(&ctx->pool_lock);
+    }
+    if (!req)
+        req = malloc(cls < TIDE_POOL_CLASSES ? (size_t)(cls + 1) * POOL_GRAIN : size);
+    if (!req)
+        return NULL;
+    memset(req, 0, size);
+    atomic_fetch_add(&ctx->refs, 1);
+    atomic_init(&req->state, TIDE_REQ_PENDING);
+    atomic_init(&req->refs, 2);
+    req->vt = vt;
+    req->comm = comm;
+    req->ctx = ctx;
+    req->size_class = cls;
+    req->algorithm = vt->name;
+    req->deadline_ns = tide__now_ns() + ctx->timeout_ns;
+    tide__timer_init(&req->timer, expire_timer);
+    return req;
+}
+
+static void release(tide_req *req)
+{
+    struct tide__ctx *ctx = req->ctx;
+    if (req->size_class >= TIDE_POOL_CLASSES) {
+        free(req);
+    } else {
+        pthread_mutex_lock(&ctx->pool_lock);
+        req->pool_next = ctx->pool[req->size_class];
+        ctx->pool[req->size_class] = req;
+        pthread_mutex_unlock(&ctx->pool_lock);
+    }
+    /* A request the caller keeps past tide_finalize keeps ctx alive. */
+    tide__ctx_unref(ctx);
+}
+
+static void unref(tide_req *req)
+{
+    if (atomic_fetch_sub(&req->refs, 1) == 1)
+        release(req);
+}
+
+void tide__req_pool_free(struct tide__ctx *ctx)
+{
+    for (int c = 0; c < TIDE_POOL_CLASSES; c++) {
+        while (ctx->pool[c]) {
+            tide_req *next = ctx->pool[c]->pool_next;
+            free(ctx->pool[c]);
+            ctx->pool[c] = next;
+        }
+    }
+}
+
+void tide_req_free(tide_req *req)
+{
+    if (req)
+        unref(req);
+}
+
+/* ---- the active list: every started, unfinished request ---- */
+
+static void link_active(struct tide__ctx *ctx, tide_req *req)
+{
+    req->act_prev = NULL;
+    req->act_next = ctx->active;
+    if (ctx->active)
+        ctx->active->act_prev = req;
+    ctx->active = req;
+    ctx->nactive++;
+}
+
+static void unlink_active(struct tide__ctx *ctx, tide_req *req)
+{
+    if (req->act_prev)
+        req->act_prev->act_next = req->act_next;
+    else
+        ctx->active = req->act_next;
+    if (req->act_next)
+        req->act_next->act_prev = req->act_prev;
+    ctx->nactive--;
+}
+
+static void finish(tide_req *req, int status)
+{
+    struct tide__ctx *ctx = req->ctx;
+    req->finished = true;
+    req->status = status;
+    unlink_active(ctx, req);
+    tide__timer_disarm(&ctx->timers, &req->timer);
+    if (req->cb)
+        req->cb(req, req->cb_arg);
+    uint32_t old = atomic_exchange(&req->state, TIDE_REQ_DONE);
+    if (old & TIDE_REQ_WAITER)
+        tide__futex_wake(&req->state);
+    unref(req);
+}
+
+/* Reactor thread: begin executing req. */
+static void start(tide_req *req)
+{
+    struct tide__ctx *ctx = req->ctx;
+    link_active(ctx, req);
+    if (ctx->broken) {
+        tide__req_fail(req, ctx->broken, "cannot start: the communicator is no longer usable");
+        return;
+    }
+    if (tide__timer_arm(&ctx->timers, &req->timer, req->deadline_ns) < 0) {
+        tide__req_fail(req, TIDE_ENOMEM, "cannot arm its deadline");
+        return;
+    }
+    req->vt->start(req);
+}
+
+int tide__req_submit(tide_req *req)
+{
+    struct tide__ctx *ctx = req->ctx;
+    if (ctx->inline_mode) {
+        start(req);
+        return 0;
+    }
+    req->start_cmd.kind = TIDE_CMD_START;
+    req->start_cmd.req = req;
+    tide__progress_submit(ctx, &req->start_cmd);
+    return 0;
+}
+
+void tide__req_start_cmd(tide_req *req)
+{
+    start(req);
+}
+
+/* ---- messages ---- */
+
+static void link_msg(tide_req *req, tide__msg *m)
+{
+    m->req = req;
+    m->req_prev = NULL;
+    m->req_next = req->live;
+    if (req->live)
+        req->live->req_prev = m;
+    req->live = m;
+    req->nlive++;
+}
+
+static void unlink_msg(tide_req *req, tide__msg *m)
+{
+    if (m->req_prev)
+        m->req_prev->req_next = m->req_next;
+    else
+        req->live = m->req_next;
+    if (m->req_next)
+        m->req_next->req_prev = m->req_prev;
+    req->nlive--;
+}
+
+void tide__req_post(tide_req *req, tide__msg *m)
+{
+    struct tide__transport *tp = req->ctx->tp;
+    link_msg(req, m);
+    m->status = 0;
+    m->got = 0;
+    m->completed = 0;
+    tp->ops->post(tp, m);
+}
+
+void tide__msg_init(tide__msg *m, tide_req *req, enum tide__msg_dir dir, int peer, uint8_t kind,
+                    uint32_t tag, void *buf, size_t len)
+{
+    memset(m, 0, sizeof *m);
+    m->dir = (uint8_t)dir;
+    m->peer = peer;
+    m->hdr.type = TIDE_FRAME_DATA;
+    m->hdr.kind = kind;
+    m->hdr.comm_id = req->comm->id;
+    m->hdr.seq = req->seq;
+    m->hdr.tag = tag;
+    m->hdr.root = -1;
+    m->buf = buf;
+    m->len = len;
+}
+
+void tide__msg_done(struct tide__ctx *ctx, tide__msg *m, int status)
+{
+    m->status = status;
+    m->completed = 1;
+    m->next = NULL;
+    if (ctx->done_tail)
+        ctx->done_tail->next = m;
+    else
+        ctx->done_head = m;
+    ctx->done_tail = m;
+}
+
+void tide__req_succeed(tide_req *req)
+{
+    if (req->nlive) {
+        tide__log(TIDE_LOG_ERROR, req->ctx->rank, "%s finished with %u messages still posted",
+                  req->vt->name, req->nlive);
+        tide__req_fail(req, TIDE_EPROTO, "internal error: finished with messages posted");
+        return;
+    }
+    finish(req, 0);
+}
+
+void tide__req_fail(tide_req *req, int err, const char *fmt, ...)
+{
+    if (req->finished || req->failing)
+        return; /* the first error wins */
+    req->failing = err;
+
+    char detail[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    snprintf(req->message, sizeof req->message, "rank %d: %s (seq %llu): %s: %s",
+             req->comm->rank, req->vt->name, (unsigned long long)req->seq, detail,
+             tide_strerror(err));
+
+    struct tide__transport *tp = req->ctx->tp;
+    tide__msg *m = req->live;
+    while (m) {
+        tide__msg *next = m->req_next;
+        /* A completed message is already queued for delivery, where it
+         * will be unlinked; the others we take back if we can. */
+        if (!m->completed && tp->ops->withdraw(tp, m, err) == 0)
+            unlink_msg(req, m);
+        m = next;
+    }
+    if (!req->nlive)
+        finish(req, err);
+}
+
+/* A message failed: fail its request with an account of which peer. */
+static void fail_from_msg(tide_req *req, tide__msg *m)
+{
+    struct tide__transport *tp = req->ctx->tp;
+    const char *why = tp->ops->peer_reason(tp, m->peer);
+    const char *dir = m->dir == TIDE_MSG_SEND ? "send to" : "receive from";
+    if (m->status == TIDE_EPEER && why)
+        tide__req_fail(req, m->status, "%s rank %d (tag %u) failed: %s", dir, m->peer,
+                       m->hdr.tag, why);
+    else if (m->status == TIDE_ETRUNCATE)
+        tide__req_fail(req, m->status, "%s rank %d (tag %u): %zu bytes arrived for a %zu-byte buffer",
+                       dir, m->peer, m->hdr.tag, m->got, m->len);
+    else if (m->status == TIDE_EMISMATCH)
+        tide__req_fail(req, m->status, "%s rank %d: the peer called a different operation", dir,
+                       m->peer);
+    else
+        tide__req_fail(req, m->status, "%s rank %d (tag %u) failed", dir, m->peer, m->hdr.tag);
+}
+
+int tide__ctx_deliver(struct tide__ctx *ctx)
+{
+    int n = 0;
+    tide__msg *m;
+    while ((m = ctx->done_head)) {
+        ctx->done_head = m->next;
+        if (!ctx->done_head)
+            ctx->done_tail = NULL;
+        n++;
+        tide_req *req = m->req;
+        unlink_msg(req, m);
+        if (req->failing) {
+            if (!req->nlive)
+                finish(req, req->failing);
+        } else if (m->status < 0) {
+            fail_from_msg(req, m);
+        } else {
+            req->vt->step(req, m);
+        }
+    }
+    return n;
+}
+
+void tide__req_expire(tide_req *req)
+{
+    tide__req_fail(req, TIDE_ETIMEDOUT, "did not complete within its deadline (TIDE_TIMEOUT=%g s)",
+                   req->ctx->cfg.timeout_s);
+}
+
+void tide__ctx_fail_all(struct tide__ctx *ctx, int err, const char *why)
+{
+    tide_req *req = ctx->active;
+    while (req) {
+        tide_req *next = req->act_next;
+        tide__req_fail(req, err, "%s", why);
+        req = next;
+    }
+}
+
+/* ---- callbacks and accessors ---- */
+
+/* Reactor: attach the callback handed over by tide_req_on_complete, or run
+ * it now if the request already finished. */
+void tide__req_attach_callback(tide_req *req)
+{
+    if (req->finished)
+        req->cb_new(req, req->cb_new_arg);
+    else {
+        req->cb = req->cb_new;
+        req->cb_arg = req->cb_new_arg;
+    }
+    /* Drop the reference tide_req_on_complete took to keep req alive
+     * until this point even if it finished and was freed meanwhile. */
+    unref(req);
+}
+
+int tide_req_on_complete(tide_req *req, void (*fn)(tide_req *, void *), void *arg)
+{
+    if (!req || !fn)
+        return TIDE_EINVAL;
+    if (atomic_exchange(&req->cb_claimed, 1))
+        return TIDE_EBUSY;
+    /* Written before the command is published (a release) and read by the
+     * reactor after it pops it (an acquire). */
+    req->cb_new = fn;
+    req->cb_new_arg = arg;
+    atomic_fetch_add(&req->refs, 1);
+    if (req->ctx->inline_mode) {
+        tide__req_attach_callback(req);
+        return 0;
+    }
+    req->cb_cmd.kind = TIDE_CMD_CALLBACK;
+    req->cb_cmd.req = req;
+    tide__progress_submit(req->ctx, &req->cb_cmd);
+    return 0;
+}
+
+const char *tide_req_message(const tide_req *req)
+{
+    if (!req)
+        return "";
+    if (!(atomic_load(&((tide_req *)req)->state) & TIDE_REQ_DONE))
+        return "";
+    return req->message;
+}
+
+size_t tide_req_bytes(const tide_req *req)
+{
+    if (!req || !(atomic_load(&((tide_req *)req)->state) & TIDE_REQ_DONE))
+        return 0;
+    return req->bytes;
+}
+
+const char *tide_req_algorithm(const tide_req *req)
+{
+    return req ? req->algorithm : "";
+}

@@ -1,0 +1,254 @@
+/*
+ * tide.h - the one public header of tide, an event-driven asynchronous
+ * collectives engine.
+ *
+ * Shape of the API (see docs/architecture.md for the inside):
+ *   - A communicator (tide_comm) is a group of ranks joined by a full mesh
+ *     of authenticated TCP connections, created by tide_init().
+ *   - Every operation is nonblocking and returns a pending request
+ *     (tide_req) at once.  tide_wait() and tide_test() finish it; the
+ *     blocking forms (tide_send, tide_recv, ...) are isend/irecv + wait.
+ *   - One reactor thread per process drives all sockets through io_uring
+ *     (TIDE_PROGRESS=thread, the default), so operations progress while the
+ *     caller computes.  With TIDE_PROGRESS=inline the caller's thread drives
+ *     the reactor from inside tide_wait()/tide_test().
+ *
+ * Errors: every function that can fail returns 0 or a negative TIDE_E*
+ * code; tide_strerror() names it and tide_req_message() tells the story of
+ * a failed request (rank, peer, operation, sequence).
+ *
+ * Threads: in thread mode every function may be called from any thread,
+ * except that one request must not be waited on by two threads at once.
+ * In inline mode a communicator belongs to the thread that created it.
+ */
+#ifndef TIDE_H
+#define TIDE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TIDE_API __attribute__((visibility("default")))
+#else
+#define TIDE_API
+#endif
+
+#define TIDE_VERSION_MAJOR 0
+#define TIDE_VERSION_MINOR 1
+#define TIDE_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                              */
+/* ------------------------------------------------------------------ */
+
+/*
+ * One table gives the codes, their names and their messages, so the three
+ * cannot drift apart.  Codes are negative; 0 is success.
+ */
+#define TIDE_ERRNO_MAP(X)                                                     \
+    X(EINVAL, -1, "invalid argument")                                         \
+    X(ENOMEM, -2, "out of memory")                                            \
+    X(ETIMEDOUT, -3, "timed out")                                             \
+    X(EPEER, -4, "a peer rank was lost")                                      \
+    X(ETRUNCATE, -5, "message longer than the receive buffer")                \
+    X(EAUTH, -6, "authentication failed")                                     \
+    X(EMISMATCH, -7, "ranks called mismatched operations")                    \
+    X(EABORTED, -8, "communicator aborted")                                   \
+    X(EIO, -9, "I/O error")                                                   \
+    X(ENOSYS, -10, "not supported on this system")                            \
+    X(EBOOTSTRAP, -11, "bootstrap failed")                                    \
+    X(EPROTO, -12, "protocol error from a peer")                              \
+    X(EBUSY, -13, "resource busy")
+
+typedef enum tide_errno {
+#define TIDE_ERRNO_ENUM(name, value, text) TIDE_##name = (value),
+    TIDE_ERRNO_MAP(TIDE_ERRNO_ENUM)
+#undef TIDE_ERRNO_ENUM
+} tide_errno;
+
+/* A static, human-readable message for an error code (never NULL). */
+TIDE_API const char *tide_strerror(int err);
+
+/* The symbolic name of an error code, e.g. "TIDE_EPEER" (never NULL). */
+TIDE_API const char *tide_err_name(int err);
+
+/* ------------------------------------------------------------------ */
+/* Configuration and communicators                                     */
+/* ------------------------------------------------------------------ */
+
+typedef struct tide_comm tide_comm;
+typedef struct tide_req tide_req;
+
+typedef enum tide_progress_mode {
+    TIDE_PROGRESS_THREAD = 0, /* a reactor thread drives the network */
+    TIDE_PROGRESS_INLINE = 1  /* tide_wait/tide_test drive it */
+} tide_progress_mode;
+
+/*
+ * Everything tide_init() reads from the environment, to be given
+ * explicitly to tide_init_with().  Fill it with tide_config_default()
+ * first, then set what you need: fields left at their defaults keep them.
+ */
+typedef struct tide_config {
+    int rank;                   /* 0..size-1 */
+    int size;                   /* number of ranks, >= 1 */
+    int local_rank;             /* rank within this host (-1: unknown) */
+    int local_size;             /* ranks on this host (-1: unknown) */
+    char master_addr[256];      /* rank 0's rendezvous host (name or IP) */
+    int master_port;            /* rank 0's rendezvous port (1..65535) */
+    char job_token[256];        /* shared secret; "" = none (loopback only) */
+    double timeout_s;           /* default deadline of every operation */
+    double bootstrap_timeout_s; /* deadline for rendezvous + mesh */
+    tide_progress_mode progress;
+    int spin_us;                /* spin this long before blocking */
+    int log_level;              /* 0 errors, 1 warnings, 2 info, 3 debug */
+} tide_config;
+
+/* Fill cfg with defaults: size 1, rank 0, 127.0.0.1:29500, timeout 300 s,
+ * thread progress, spin 50 us, warnings logged. */
+TIDE_API void tide_config_default(tide_config *cfg);
+
+/*
+ * Fill cfg from the environment, on top of what it holds.  Understands
+ * torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), Open MPI
+ * (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE) and Slurm
+ * (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), in that order of
+ * preference, plus MASTER_ADDR, MASTER_PORT, TIDE_JOB_TOKEN, TIDE_TIMEOUT,
+ * TIDE_BOOTSTRAP_TIMEOUT, TIDE_PROGRESS, TIDE_SPIN_US and TIDE_LOG_LEVEL.
+ * Returns TIDE_EINVAL (and logs which variable) on a malformed value.
+ */
+TIDE_API int tide_config_from_env(tide_config *cfg);
+
+/*
+ * Join the job described by the environment: tide_config_default(),
+ * tide_config_from_env(), tide_init_with().  On success *comm is the world
+ * communicator; on failure *comm is NULL and the error was logged.
+ */
+TIDE_API int tide_init(tide_comm **comm);
+
+/*
+ * Join the job described by cfg.  Rendezvous at rank 0, then a full mesh
+ * of TCP connections, each authenticated with cfg->job_token, all before
+ * cfg->bootstrap_timeout_s.  Returns TIDE_EAUTH when a peer refuses our
+ * token, TIDE_EBOOTSTRAP when the job cannot be assembled in time,
+ * TIDE_ENOSYS when io_uring is unavailable (seccomp, io_uring_disabled).
+ */
+TIDE_API int tide_init_with(tide_comm **comm, const tide_config *cfg);
+
+/* This process's rank in comm, or TIDE_EINVAL when comm is NULL. */
+TIDE_API int tide_comm_rank(const tide_comm *comm);
+
+/* The number of ranks in comm, or TIDE_EINVAL when comm is NULL. */
+TIDE_API int tide_comm_size(const tide_comm *comm);
+
+/*
+ * Fail every pending request of comm with TIDE_EABORTED and mark comm
+ * broken: later operations fail at once.  Returns promptly (it does not
+ * wait for peers).  The communicator must still be finalized.
+ */
+TIDE_API int tide_comm_abort(tide_comm *comm);
+
+/*
+ * Close the communicator: fail what is still pending with TIDE_EABORTED,
+ * stop the reactor, close every connection and free everything except
+ * requests the caller still holds (tide_req_free them before or after).
+ * Not collective: it does not wait for the other ranks.
+ */
+TIDE_API int tide_finalize(tide_comm *comm);
+
+/* ------------------------------------------------------------------ */
+/* Pending requests                                                    */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Wait for req to complete, at most timeout_ms milliseconds (-1: up to the
+ * operation's own deadline, which then fails it with TIDE_ETIMEDOUT).
+ * Returns 0 when the operation succeeded, its error when it failed, and
+ * TIDE_ETIMEDOUT when timeout_ms elapsed first: the request then stays
+ * pending and may be waited on again.  Spins up to TIDE_SPIN_US, then
+ * sleeps in the kernel.
+ */
+TIDE_API int tide_wait(tide_req *req, int timeout_ms);
+
+/*
+ * Never blocks.  Sets *done to 1 and returns the operation's result when
+ * it has completed; sets *done to 0 and returns 0 when it is pending.
+ * In inline mode it makes one nonblocking pass of progress.
+ */
+TIDE_API int tide_test(tide_req *req, int *done);
+
+/*
+ * Release the caller's hold on req.  A request freed while pending still
+ * completes (its buffers must stay valid until then); it is reclaimed
+ * afterwards.  NULL is ignored.
+ */
+TIDE_API void tide_req_free(tide_req *req);
+
+/* An account of how req failed (rank, peer, operation, sequence), or ""
+ * while it is pending or when it succeeded.  Valid until tide_req_free. */
+TIDE_API const char *tide_req_message(const tide_req *req);
+
+/*
+ * Run fn(req, arg) on the reactor thread when req completes, before any
+ * waiter sees it complete; at once (on the reactor) if it already has.
+ * fn must not block or wait on requests; it may post new operations.
+ * One callback per request: a second returns TIDE_EBUSY.
+ */
+TIDE_API int tide_req_on_complete(tide_req *req, void (*fn)(tide_req *, void *), void *arg);
+
+/* ------------------------------------------------------------------ */
+/* Point-to-point                                                      */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Send bytes from buf to rank peer with a user tag (>= 0).  buf must stay
+ * valid and unchanged until the request completes.  Messages from one
+ * rank to another with the same tag are received in the order sent;
+ * messages with different tags are independent.  A send completes once
+ * the data is handed to the network (it does not wait for the receive).
+ * Sending to yourself works.  TIDE_EINVAL at the call for a bad peer, a
+ * negative tag, or buf NULL with bytes > 0.
+ */
+TIDE_API int tide_isend(tide_comm *comm, const void *buf, size_t bytes, int peer, int tag,
+                        tide_req **req);
+
+/*
+ * Receive a message from peer with tag into buf (capacity bytes).  A
+ * message longer than bytes fails the request with TIDE_ETRUNCATE and
+ * leaves buf untouched; a shorter one succeeds, and tide_req_bytes() says
+ * how many bytes arrived.
+ */
+TIDE_API int tide_irecv(tide_comm *comm, void *buf, size_t bytes, int peer, int tag,
+                        tide_req **req);
+
+/* Blocking forms: post, wait up to the operation's deadline, free. */
+TIDE_API int tide_send(tide_comm *comm, const void *buf, size_t bytes, int peer, int tag);
+TIDE_API int tide_recv(tide_comm *comm, void *buf, size_t bytes, int peer, int tag);
+
+/* Bytes a completed receive got (0 for sends and pending requests). */
+TIDE_API size_t tide_req_bytes(const tide_req *req);
+
+/* ------------------------------------------------------------------ */
+/* Collectives                                                         */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Block until every rank of comm has entered the barrier (dissemination
+ * algorithm: ceil(log2 n) rounds).  Every rank must issue comm's
+ * collectives in the same order, as in MPI.
+ */
+TIDE_API int tide_ibarrier(tide_comm *comm, tide_req **req);
+TIDE_API int tide_barrier(tide_comm *comm);
+
+/* The algorithm a collective request runs ("p2p" for point-to-point). */
+TIDE_API const char *tide_req_algorithm(const tide_req *req);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIDE_H */

@@ -1,0 +1,160 @@
+/* harness.c - see harness.h. */
+#include "tests/harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+
+int harness_rank = -1;
+
+void harness_defaults(struct harness_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->progress = TIDE_PROGRESS_THREAD;
+    o->timeout_s = 20;
+    o->bootstrap_s = 20;
+    o->spin_us = -1;
+    o->run_limit_s = 60;
+}
+
+int harness_free_port(const char *addr)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, addr ? addr : "127.0.0.1", &sa.sin_addr);
+    socklen_t len = sizeof sa;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static void fresh_token(char *out, size_t cap)
+{
+    unsigned char raw[16];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+        memset(raw, 7, sizeof raw);
+    for (size_t i = 0; i < sizeof raw && 2 * i + 2 < cap; i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+}
+
+void harness_config(tide_config *cfg, int rank, int n, int port, const char *token,
+                    const struct harness_opts *o)
+{
+    tide_config_default(cfg);
+    cfg->rank = rank;
+    cfg->size = n;
+    cfg->master_port = port;
+    snprintf(cfg->master_addr, sizeof cfg->master_addr, "%s", o->master ? o->master : "127.0.0.1");
+    snprintf(cfg->job_token, sizeof cfg->job_token, "%s", token);
+    cfg->timeout_s = o->timeout_s;
+    cfg->bootstrap_timeout_s = o->bootstrap_s;
+    cfg->progress = o->progress;
+    if (o->spin_us >= 0)
+        cfg->spin_us = o->spin_us;
+    const char *lvl = getenv("TIDE_LOG_LEVEL");
+    cfg->log_level = lvl ? atoi(lvl) : 1;
+}
+
+/* Wait for all children, killing them at the run limit. */
+static int reap(pid_t *pids, int n, int run_limit_s)
+{
+    int failed = 0, left = n;
+    time_t give_up = time(NULL) + run_limit_s;
+    while (left > 0) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid == 0) {
+            if (time(NULL) > give_up) {
+                for (int i = 0; i < n; i++)
+                    if (pids[i] > 0)
+                        kill(pids[i], SIGKILL);
+                give_up = time(NULL) + 3600;
+                fprintf(stderr, "harness: run limit of %d s reached, killing ranks\n", run_limit_s);
+                failed++;
+            }
+            usleep(2000);
+            continue;
+        }
+        if (pid < 0)
+            break;
+        for (int i = 0; i < n; i++) {
+            if (pids[i] != pid)
+                continue;
+            pids[i] = 0;
+            left--;
+            if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                break;
+            failed++;
+            if (WIFSIGNALED(status))
+                fprintf(stderr, "harness: rank %d died of signal %d\n", i, WTERMSIG(status));
+            else
+                fprintf(stderr, "harness: rank %d exited %d\n", i, WEXITSTATUS(status));
+        }
+    }
+    return failed;
+}
+
+int harness_run_raw(int n, int run_limit_s, int (*fn)(int rank, int port, void *arg), void *arg)
+{
+    int port = harness_free_port(NULL);
+    if (port < 0)
+        return n;
+    pid_t pids[256];
+    fflush(NULL);
+    for (int i = 0; i < n; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            harness_rank = i;
+            alarm((unsigned)run_limit_s + 5);
+            _exit(fn(i, port, arg));
+        }
+    }
+    return reap(pids, n, run_limit_s);
+}
+
+struct body_call {
+    const struct harness_opts *o;
+    harness_body body;
+    void *arg;
+    int n;
+    char token[40];
+};
+
+static int run_body(int rank, int port, void *p)
+{
+    struct body_call *bc = p;
+    tide_config cfg;
+    harness_config(&cfg, rank, bc->n, port, bc->token, bc->o);
+    tide_comm *comm;
+    int rc = tide_init_with(&comm, &cfg);
+    EXPECT(rc == 0, "tide_init_with: %s", tide_err_name(rc));
+    bc->body(comm, bc->arg);
+    EXPECT_OK(tide_finalize(comm));
+    return 0;
+}
+
+int harness_run(int n, const struct harness_opts *o, harness_body body, void *arg)
+{
+    struct harness_opts defaults;
+    if (!o) {
+        harness_defaults(&defaults);
+        o = &defaults;
+    }
+    struct body_call bc = {.o = o, .body = body, .arg = arg, .n = n};
+    if (o->token)
+        snprintf(bc.token, sizeof bc.token, "%s", o->token);
+    else
+        fresh_token(bc.token, sizeof bc.token);
+    return harness_run_raw(n, o->run_limit_s, run_body, &bc);
+}

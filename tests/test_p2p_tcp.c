@@ -1,0 +1,253 @@
+/* test_p2p_tcp.c - point-to-point over real loopback TCP between rank
+ * processes: ordering, tags, self-sends, zero bytes, big messages, many
+ * in flight, truncation, bad arguments; in both progress modes and with
+ * 2, 3 and 4 ranks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/harness.h"
+
+/* ---- bodies: each runs on every rank ---- */
+
+/* Every rank sends 100 numbered messages on one tag to its right
+ * neighbour and checks they arrive in order from the left. */
+static void ring_order(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    enum { COUNT = 100 };
+    uint32_t out[COUNT], in[COUNT];
+    tide_req *sends[COUNT], *recvs[COUNT];
+    for (int i = 0; i < COUNT; i++) {
+        out[i] = (uint32_t)(r * 1000 + i);
+        EXPECT_OK(tide_irecv(comm, &in[i], sizeof in[i], (r + n - 1) % n, 7, &recvs[i]));
+    }
+    for (int i = 0; i < COUNT; i++)
+        EXPECT_OK(tide_isend(comm, &out[i], sizeof out[i], (r + 1) % n, 7, &sends[i]));
+    for (int i = 0; i < COUNT; i++) {
+        EXPECT_OK(tide_wait(recvs[i], -1));
+        EXPECT_OK(tide_wait(sends[i], -1));
+        uint32_t want = (uint32_t)(((r + n - 1) % n) * 1000 + i);
+        EXPECT(in[i] == want, "message %d: got %u, want %u", i, in[i], want);
+        EXPECT(tide_req_bytes(recvs[i]) == sizeof in[i], "bytes %zu", tide_req_bytes(recvs[i]));
+        tide_req_free(recvs[i]);
+        tide_req_free(sends[i]);
+    }
+    EXPECT_OK(tide_barrier(comm));
+}
+
+/* Tags are independent: receives posted in the opposite order of the
+ * sends still get the right messages. */
+static void tags_independent(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    int peer = r ^ 1;
+    if (peer >= n) {
+        EXPECT_OK(tide_barrier(comm));
+        return;
+    }
+    int a = 100 + r, b = 200 + r, ga = 0, gb = 0;
+    tide_req *ra, *rb;
+    EXPECT_OK(tide_irecv(comm, &gb, sizeof gb, peer, 2, &rb));
+    EXPECT_OK(tide_send(comm, &a, sizeof a, peer, 1));
+    EXPECT_OK(tide_send(comm, &b, sizeof b, peer, 2));
+    EXPECT_OK(tide_irecv(comm, &ga, sizeof ga, peer, 1, &ra));
+    EXPECT_OK(tide_wait(ra, -1));
+    EXPECT_OK(tide_wait(rb, -1));
+    EXPECT(ga == 100 + peer && gb == 200 + peer, "got %d %d", ga, gb);
+    tide_req_free(ra);
+    tide_req_free(rb);
+    EXPECT_OK(tide_barrier(comm));
+}
+
+static void self_and_zero(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    /* send to yourself before and after the receive is posted */
+    int v = 42 + r, got = 0;
+    EXPECT_OK(tide_send(comm, &v, sizeof v, r, 3));
+    EXPECT_OK(tide_recv(comm, &got, sizeof got, r, 3));
+    EXPECT(got == v, "self-send got %d", got);
+    tide_req *rr;
+    got = 0;
+    EXPECT_OK(tide_irecv(comm, &got, sizeof got, r, 4, &rr));
+    EXPECT_OK(tide_send(comm, &v, sizeof v, r, 4));
+    EXPECT_OK(tide_wait(rr, 5000));
+    EXPECT(got == v, "self-send (posted first) got %d", got);
+    tide_req_free(rr);
+    /* zero-byte messages, NULL buffers allowed */
+    EXPECT_OK(tide_irecv(comm, NULL, 0, (r + n - 1) % n, 5, &rr));
+    EXPECT_OK(tide_send(comm, NULL, 0, (r + 1) % n, 5));
+    EXPECT_OK(tide_wait(rr, -1));
+    EXPECT(tide_req_bytes(rr) == 0, "zero-byte receive got %zu", tide_req_bytes(rr));
+    tide_req_free(rr);
+    EXPECT_OK(tide_barrier(comm));
+}
+
+/* 64 MiB each way between rank pairs, with a checked pattern. */
+static void big_messages(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    size_t bytes = 64u << 20;
+    uint32_t *out = malloc(bytes), *in = malloc(bytes);
+    EXPECT(out && in, "malloc");
+    for (size_t i = 0; i < bytes / 4; i++)
+        out[i] = (uint32_t)(i * 2654435761u) ^ (uint32_t)r;
+    memset(in, 0, bytes);
+    int to = (r + 1) % n, from = (r + n - 1) % n;
+    tide_req *rs, *rr;
+    EXPECT_OK(tide_irecv(comm, in, bytes, from, 9, &rr));
+    EXPECT_OK(tide_isend(comm, out, bytes, to, 9, &rs));
+    EXPECT_OK(tide_wait(rs, -1));
+    EXPECT_OK(tide_wait(rr, -1));
+    for (size_t i = 0; i < bytes / 4; i++)
+        EXPECT(in[i] == ((uint32_t)(i * 2654435761u) ^ (uint32_t)from), "word %zu differs", i);
+    tide_req_free(rs);
+    tide_req_free(rr);
+    free(out);
+    free(in);
+    EXPECT_OK(tide_barrier(comm));
+}
+
+/* Many messages in flight to every peer at once, mixed sizes, received
+ * in an order different from the send order. */
+static void many_in_flight(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    enum { PER_PEER = 300 };
+    size_t sizes[] = {1, 8, 100, 4096, 5000, 70000};
+    size_t ns = sizeof sizes / sizeof sizes[0];
+    int total = n * PER_PEER;
+    uint8_t **in = calloc((size_t)total, sizeof *in), **out = calloc((size_t)total, sizeof *out);
+    tide_req **rq = calloc((size_t)total * 2, sizeof *rq);
+    for (int p = 0; p < n; p++) {
+        for (int i = 0; i < PER_PEER; i++) {
+            int k = p * PER_PEER + i;
+            size_t len = sizes[i % ns];
+            in[k] = malloc(len);
+            out[k] = malloc(len);
+            memset(out[k], (r * 31 + i) & 0xff, len);
+            EXPECT_OK(tide_irecv(comm, in[k], len, p, i % 5, &rq[2 * k]));
+        }
+    }
+    for (int i = 0; i < PER_PEER; i++)
+        for (int p = 0; p < n; p++) {
+            int k = p * PER_PEER + i;
+            EXPECT_OK(tide_isend(comm, out[k], sizes[i % ns], p, i % 5, &rq[2 * k + 1]));
+        }
+    for (int k = total - 1; k >= 0; k--) { /* wait in reverse order */
+        int p = k / PER_PEER, i = k % PER_PEER;
+        size_t len = sizes[i % ns];
+        EXPECT_OK(tide_wait(rq[2 * k], -1));
+        EXPECT_OK(tide_wait(rq[2 * k + 1], -1));
+        for (size_t b = 0; b < len; b++)
+            EXPECT(in[k][b] == ((p * 31 + i) & 0xff), "peer %d msg %d byte %zu", p, i, b);
+        tide_req_free(rq[2 * k]);
+        tide_req_free(rq[2 * k + 1]);
+        free(in[k]);
+        free(out[k]);
+    }
+    free(in);
+    free(out);
+    free(rq);
+    EXPECT_OK(tide_barrier(comm));
+}
+
+/* A message longer than the receive fails it with TIDE_ETRUNCATE and
+ * writes nothing; the stream stays usable afterwards. */
+static void truncation(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    int to = (r + 1) % n, from = (r + n - 1) % n;
+    uint8_t big[100000], small[64 + 16];
+    memset(big, 0xab, sizeof big);
+    memset(small, 0x11, sizeof small);
+    tide_req *rr;
+    EXPECT_OK(tide_irecv(comm, small, 64, from, 1, &rr));
+    EXPECT_OK(tide_send(comm, big, sizeof big, to, 1));
+    int rc = tide_wait(rr, -1);
+    EXPECT(rc == TIDE_ETRUNCATE, "got %s", tide_err_name(rc));
+    EXPECT(strstr(tide_req_message(rr), "100000 bytes") != NULL, "message: %s",
+           tide_req_message(rr));
+    for (size_t i = 0; i < sizeof small; i++)
+        EXPECT(small[i] == 0x11, "byte %zu was overwritten", i);
+    tide_req_free(rr);
+    /* a small truncated message too (it travels through the stage) */
+    EXPECT_OK(tide_irecv(comm, small, 2, from, 1, &rr));
+    EXPECT_OK(tide_send(comm, big, 10, to, 1));
+    EXPECT(tide_wait(rr, -1) == TIDE_ETRUNCATE, "small truncation");
+    tide_req_free(rr);
+    /* and the next message arrives intact */
+    int v = r, got = -1;
+    EXPECT_OK(tide_irecv(comm, &got, sizeof got, from, 1, &rr));
+    EXPECT_OK(tide_send(comm, &v, sizeof v, to, 1));
+    EXPECT_OK(tide_wait(rr, -1));
+    EXPECT(got == from, "after truncation got %d", got);
+    tide_req_free(rr);
+    EXPECT_OK(tide_barrier(comm));
+}
+
+static void bad_arguments(tide_comm *comm, void *arg)
+{
+    int n = tide_comm_size(comm), v = 0;
+    tide_req *req = (tide_req *)&v;
+    EXPECT(tide_isend(comm, &v, 4, n, 0, &req) == TIDE_EINVAL, "peer == size");
+    EXPECT(req == NULL, "req must be NULL after a failed call");
+    EXPECT(tide_isend(comm, &v, 4, -1, 0, &req) == TIDE_EINVAL, "peer -1");
+    EXPECT(tide_irecv(comm, NULL, 4, 0, 0, &req) == TIDE_EINVAL, "NULL buffer");
+    EXPECT(tide_isend(comm, &v, 4, 0, -3, &req) == TIDE_EINVAL, "negative tag");
+    EXPECT(tide_isend(NULL, &v, 4, 0, 0, &req) == TIDE_EINVAL, "NULL comm");
+    EXPECT(tide_isend(comm, &v, 4, 0, 0, NULL) == TIDE_EINVAL, "NULL req");
+    EXPECT(tide_wait(NULL, 0) == TIDE_EINVAL, "wait NULL");
+    EXPECT(tide_recv(comm, NULL, 1, 0, 0) == TIDE_EINVAL, "blocking NULL buffer");
+    EXPECT_OK(tide_barrier(comm));
+}
+
+/* ---- the table: every body x progress mode x rank count ---- */
+
+struct scenario {
+    const char *name;
+    harness_body body;
+};
+
+static const struct scenario scenarios[] = {
+    {"ring_order", ring_order},         {"tags_independent", tags_independent},
+    {"self_and_zero", self_and_zero},   {"big_messages", big_messages},
+    {"many_in_flight", many_in_flight}, {"truncation", truncation},
+    {"bad_arguments", bad_arguments},
+};
+
+static void run_all(tide_progress_mode mode, int ranks)
+{
+    struct harness_opts o;
+    harness_defaults(&o);
+    o.progress = mode;
+    o.run_limit_s = 120;
+    for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
+        int failed = harness_run(ranks, &o, scenarios[i].body, NULL);
+        if (failed)
+            fail_msg("%s on %d ranks (%s progress): %d ranks failed", scenarios[i].name, ranks,
+                     mode == TIDE_PROGRESS_INLINE ? "inline" : "thread", failed);
+    }
+}
+
+static void thread_2_ranks(void **state) { run_all(TIDE_PROGRESS_THREAD, 2); }
+static void thread_3_ranks(void **state) { run_all(TIDE_PROGRESS_THREAD, 3); }
+static void thread_4_ranks(void **state) { run_all(TIDE_PROGRESS_THREAD, 4); }
+static void inline_2_ranks(void **state) { run_all(TIDE_PROGRESS_INLINE, 2); }
+static void inline_3_ranks(void **state) { run_all(TIDE_PROGRESS_INLINE, 3); }
+static void single_rank(void **state) { run_all(TIDE_PROGRESS_THREAD, 1); }
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(single_rank),    cmocka_unit_test(thread_2_ranks),
+        cmocka_unit_test(thread_3_ranks), cmocka_unit_test(thread_4_ranks),
+        cmocka_unit_test(inline_2_ranks), cmocka_unit_test(inline_3_ranks),
+    };
+    return cmocka_run_group_tests_name("p2p over tcp", tests, NULL, NULL);
+}

@@ -1,0 +1,146 @@
+/* match.c - see match.h.  Lists are searched from the oldest entry: with
+ * collectives issued in order, the match is almost always at the head. */
+#include "transports/match.h"
+#include "tide.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+tide__msg *tide__match_take_posted(struct tide__match *mq, const struct tide__frame *f)
+{
+    tide__msg *prev = NULL;
+    for (tide__msg *m = mq->posted_head; m; prev = m, m = m->next) {
+        if (!tide__frame_same_key(&m->hdr, f))
+            continue;
+        if (prev)
+            prev->next = m->next;
+        else
+            mq->posted_head = m->next;
+        if (mq->posted_tail == m)
+            mq->posted_tail = prev;
+        m->next = NULL;
+        return m;
+    }
+    return NULL;
+}
+
+struct tide__unexp *tide__match_take_unexpected(struct tide__match *mq, const tide__msg *m)
+{
+    struct tide__unexp *prev = NULL;
+    for (struct tide__unexp *ux = mq->ux_head; ux; prev = ux, ux = ux->next) {
+        if (!tide__frame_same_key(&ux->hdr, &m->hdr))
+            continue;
+        if (prev)
+            prev->next = ux->next;
+        else
+            mq->ux_head = ux->next;
+        if (mq->ux_tail == ux)
+            mq->ux_tail = prev;
+        ux->next = NULL;
+        return ux;
+    }
+    return NULL;
+}
+
+void tide__match_post(struct tide__match *mq, tide__msg *m)
+{
+    m->next = NULL;
+    if (mq->posted_tail)
+        mq->posted_tail->next = m;
+    else
+        mq->posted_head = m;
+    mq->posted_tail = m;
+}
+
+void tide__match_add_unexpected(struct tide__match *mq, struct tide__unexp *ux)
+{
+    ux->next = NULL;
+    if (mq->ux_tail)
+        mq->ux_tail->next = ux;
+    else
+        mq->ux_head = ux;
+    mq->ux_tail = ux;
+}
+
+bool tide__match_remove_posted(struct tide__match *mq, tide__msg *m)
+{
+    tide__msg *prev = NULL;
+    for (tide__msg *p = mq->posted_head; p; prev = p, p = p->next) {
+        if (p != m)
+            continue;
+        if (prev)
+            prev->next = p->next;
+        else
+            mq->posted_head = p->next;
+        if (mq->posted_tail == p)
+            mq->posted_tail = prev;
+        p->next = NULL;
+        return true;
+    }
+    return false;
+}
+
+bool tide__match_remove_unexpected(struct tide__match *mq, struct tide__unexp *ux)
+{
+    struct tide__unexp *prev = NULL;
+    for (struct tide__unexp *p = mq->ux_head; p; prev = p, p = p->next) {
+        if (p != ux)
+            continue;
+        if (prev)
+            prev->next = p->next;
+        else
+            mq->ux_head = p->next;
+        if (mq->ux_tail == p)
+            mq->ux_tail = prev;
+        p->next = NULL;
+        return true;
+    }
+    return false;
+}
+
+int tide__match_check(const tide__msg *m, const struct tide__frame *f)
+{
+    if (m->hdr.kind != f->kind)
+        return TIDE_EMISMATCH;
+    if (f->kind != TIDE_KIND_P2P && !tide__frame_same_signature(&m->hdr, f))
+        return TIDE_EMISMATCH;
+    if (f->len > m->len)
+        return TIDE_ETRUNCATE;
+    return 0;
+}
+
+int tide__match_deliver(const struct tide__unexp *ux, tide__msg *m)
+{
+    int st = tide__match_check(m, &ux->hdr);
+    m->got = (size_t)ux->hdr.len;
+    if (st == 0 && ux->hdr.len)
+        memcpy(m->buf, ux->data, (size_t)ux->hdr.len);
+    return st;
+}
+
+struct tide__unexp *tide__unexp_new(const struct tide__frame *f, const void *data)
+{
+    struct tide__unexp *ux = calloc(1, sizeof *ux);
+    if (!ux)
+        return NULL;
+    ux->hdr = *f;
+    if (f->len) {
+        ux->data = malloc((size_t)f->len);
+        if (!ux->data) {
+            free(ux);
+            return NULL;
+        }
+        if (data)
+            memcpy(ux->data, data, (size_t)f->len);
+    }
+    ux->complete = data != NULL || f->len == 0;
+    return ux;
+}
+
+void tide__unexp_free(struct tide__unexp *ux)
+{
+    if (!ux)
+        return;
+    free(ux->data);
+    free(ux);
+}

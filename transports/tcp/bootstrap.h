@@ -1,0 +1,28 @@
+/* bootstrap.h - assembling a job: rendezvous at rank 0, then a full mesh
+ * of authenticated TCP connections.  Runs once, in tide_init, on the
+ * caller's thread, with plain nonblocking sockets and poll(2): the
+ * reactor does not exist yet. */
+#ifndef TIDE_BOOTSTRAP_H
+#define TIDE_BOOTSTRAP_H
+
+#include <stddef.h>
+
+#include "tide.h"
+
+/*
+ * Connect this rank to every other rank of the job described by cfg.
+ * On success fds[p] (for p in 0..size-1) is a connected, authenticated,
+ * blocking TCP socket to rank p with TCP_NODELAY set, and fds[rank] is -1.
+ * fds must have room for cfg->size entries.
+ *
+ * Returns 0, or:
+ *   TIDE_EAUTH       a peer could not prove it knows our job token (the
+ *                    message says authentication failed and names it);
+ *   TIDE_EBOOTSTRAP  the job was not assembled before the bootstrap
+ *                    deadline, rank 0 could not listen, etc.;
+ *   TIDE_EINVAL      no token and a non-loopback master address.
+ * with a one-line explanation in err.  Nothing is left open on failure.
+ */
+int tide__bootstrap(const tide_config *cfg, int *fds, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,102 @@
+/* tcp_conn.h - one connection to one peer, shared by tcp.c (lifecycle,
+ * posting, withdrawing), tcp_send.c and tcp_recv.c.
+ *
+ * Per connection at most one send and one receive are in the kernel at a
+ * time: io_uring does not keep order between several sends on a socket,
+ * and a short send would leave a hole in the stream.
+ *
+ * Receiving: bytes land in a small staging buffer; headers are parsed
+ * there and small payloads copied out.  When the rest of a payload is
+ * large, the next receive goes straight into its destination (the user's
+ * buffer, or an unexpected-message buffer), so big messages are never
+ * copied in user space.
+ *
+ * Sending: queued messages go out in batches, one sendmsg with an iovec
+ * per header and per payload, straight from the user's buffers. */
+#ifndef TIDE_TCP_CONN_H
+#define TIDE_TCP_CONN_H
+
+#include <stdbool.h>
+#include <sys/uio.h>
+#include <sys/socket.h>
+
+#include "engine/context.h"
+#include "transports/match.h"
+
+#define TCP_TX_BATCH 32               /* messages per sendmsg */
+#define TCP_STAGE_BYTES (16 * 1024)   /* staging buffer per connection */
+#define TCP_DIRECT_MIN (4 * 1024)     /* payload rest received in place */
+#define TCP_MAX_SUBMIT (1u << 30)     /* io_uring results are ints */
+
+struct tide__tcp;
+
+struct tcp_conn {
+    struct tide__tcp *tp;
+    int peer;
+    int fd;             /* -1 for ourselves */
+    const char *lost;   /* NULL while healthy; why it broke */
+    char lost_buf[160];
+
+    /* sending */
+    tide__msg *sq_head, *sq_tail;          /* queued, not yet in the kernel */
+    tide__msg *tx[TCP_TX_BATCH];           /* in the kernel, in stream order */
+    size_t tx_end[TCP_TX_BATCH];           /* stream offset where each ends */
+    unsigned ntx, tx_next;                 /* batch size; next to complete */
+    uint8_t tx_hdr[TCP_TX_BATCH][TIDE_FRAME_HDR_SIZE];
+    struct iovec tx_iov[2 * TCP_TX_BATCH]; /* what is left to send */
+    unsigned tx_iov_first, tx_iov_n;
+    struct iovec tx_sub[2 * TCP_TX_BATCH]; /* the part given to the kernel */
+    struct msghdr tx_mh;
+    size_t tx_sent, tx_total;
+    bool tx_busy;
+    struct tide__uop tx_uop;
+
+    /* receiving */
+    uint8_t *stage;
+    size_t stage_len, stage_pos;  /* valid bytes; bytes consumed */
+    bool in_frame;                /* a header was parsed, payload pending */
+    struct tide__frame rx_hdr;
+    tide__msg *rx_msg;            /* the receive the payload is for, or */
+    struct tide__unexp *rx_ux;    /* the unexpected buffer it fills, or neither: discard */
+    int rx_status;                /* what rx_msg completes with */
+    uint8_t *rx_dst;              /* where payload bytes go (NULL: discard) */
+    size_t rx_left;               /* payload bytes still to come */
+    bool rx_direct;               /* the kernel writes into rx_dst */
+    bool rx_cancelled;            /* rx_msg was withdrawn mid-receive */
+    bool rx_busy;
+    bool parked;                  /* frame waits for room in the pool */
+    struct tide__uop rx_uop;
+
+    struct tide__match mq;
+};
+
+struct tide__tcp {
+    struct tide__transport base;
+    int rank, size;
+    struct tcp_conn *conns;   /* [size]; conns[rank] serves self-sends */
+    unsigned kernel_ops;      /* our SQEs whose CQE has not come back */
+    size_t ux_bytes;          /* payload bytes held as unexpected */
+    size_t ux_limit;
+    unsigned nparked;         /* connections waiting for pool room */
+    struct tide__uop cancel_uop;
+};
+
+/* tcp.c */
+void tcp_conn_lost(struct tcp_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tcp_unexpected_freed(struct tide__tcp *tp);
+
+/* tcp_send.c */
+void tcp_send_complete(struct tide__uop *uop, int res);
+void tcp_send_post(struct tcp_conn *c, tide__msg *m);
+int tcp_send_withdraw(struct tcp_conn *c, tide__msg *m, bool stalled);
+void tcp_send_fail_all(struct tcp_conn *c);
+
+/* tcp_recv.c */
+void tcp_recv_complete(struct tide__uop *uop, int res);
+void tcp_recv_start(struct tcp_conn *c);
+void tcp_recv_post(struct tcp_conn *c, tide__msg *m);
+int tcp_recv_withdraw(struct tcp_conn *c, tide__msg *m);
+void tcp_recv_unpark(struct tcp_conn *c);
+void tcp_recv_fail_all(struct tcp_conn *c);
+
+#endif

@@ -1,0 +1,281 @@
+/* tcp_recv.c - the receiving half of a connection: parse frames out of
+ * the staging buffer, route each payload to its posted receive, to a new
+ * unexpected buffer, or (truncated, mismatched, withdrawn) to nowhere.
+ *
+ * The state between kernel completions lives in the connection:
+ *   in_frame == false            waiting for (the rest of) a header
+ *   in_frame, rx_direct == false payload bytes come through the stage
+ *   in_frame, rx_direct == true  the kernel writes into rx_dst itself */
+#include "transports/tcp/tcp_conn.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void submit_stage(struct tcp_conn *c)
+{
+    /* Whatever is unconsumed (at most part of a header) moves to the
+     * front, so the buffer never needs to wrap. */
+    size_t rest = c->stage_len - c->stage_pos;
+    if (c->stage_pos) {
+        memmove(c->stage, c->stage + c->stage_pos, rest);
+        c->stage_pos = 0;
+        c->stage_len = rest;
+    }
+    struct io_uring_sqe *sqe = tide__reactor_sqe(&c->tp->base.ctx->reactor, &c->rx_uop);
+    io_uring_prep_recv(sqe, c->fd, c->stage + rest, TCP_STAGE_BYTES - rest, 0);
+    c->tp->kernel_ops++;
+    c->rx_busy = true;
+}
+
+static void submit_direct(struct tcp_conn *c)
+{
+    size_t n = c->rx_left < TCP_MAX_SUBMIT ? c->rx_left : TCP_MAX_SUBMIT;
+    struct io_uring_sqe *sqe = tide__reactor_sqe(&c->tp->base.ctx->reactor, &c->rx_uop);
+    io_uring_prep_recv(sqe, c->fd, c->rx_dst, n, MSG_WAITALL);
+    c->tp->kernel_ops++;
+    c->rx_busy = true;
+    c->rx_direct = true;
+}
+
+/* The header in c->rx_hdr was parsed: decide where its payload goes.
+ * Returns false when the unexpected pool is full and the connection must
+ * wait (parked) until room frees up. */
+static bool route(struct tcp_conn *c)
+{
+    struct tide__tcp *tp = c->tp;
+    struct tide__frame *f = &c->rx_hdr;
+    c->rx_msg = NULL;
+    c->rx_ux = NULL;
+    c->rx_dst = NULL;
+    c->rx_left = (size_t)f->len;
+
+    tide__msg *m = tide__match_take_posted(&c->mq, f);
+    if (m) {
+        c->rx_msg = m;
+        c->rx_status = tide__match_check(m, f);
+        if (c->rx_status == 0)
+            c->rx_dst = m->buf;
+        c->in_frame = true;
+        return true;
+    }
+    if (f->len && tp->ux_bytes + f->len > tp->ux_limit && tp->ux_bytes > 0)
+        return false;
+    struct tide__unexp *ux = tide__unexp_new(f, NULL);
+    if (!ux) {
+        tcp_conn_lost(c, "out of memory buffering a %llu-byte message", (unsigned long long)f->len);
+        return true;
+    }
+    tp->ux_bytes += (size_t)f->len;
+    tide__match_add_unexpected(&c->mq, ux);
+    c->rx_ux = ux;
+    c->rx_dst = ux->data;
+    c->in_frame = true;
+    return true;
+}
+
+/* Every payload byte of the current frame has arrived. */
+static void frame_done(struct tcp_conn *c)
+{
+    struct tide__tcp *tp = c->tp;
+    struct tide__ctx *ctx = tp->base.ctx;
+    c->in_frame = false;
+    if (c->rx_msg) {
+        c->rx_msg->got = (size_t)c->rx_hdr.len;
+        tide__msg_done(ctx, c->rx_msg, c->rx_status);
+    } else if (c->rx_ux) {
+        struct tide__unexp *ux = c->rx_ux;
+        ux->complete = true;
+        if (ux->claimed) {
+            tide__msg_done(ctx, ux->claimed, tide__match_deliver(ux, ux->claimed));
+            tp->ux_bytes -= (size_t)ux->hdr.len;
+            tide__unexp_free(ux);
+            tcp_unexpected_freed(tp);
+        }
+    }
+    c->rx_msg = NULL;
+    c->rx_ux = NULL;
+    c->rx_dst = NULL;
+}
+
+/* Consume what the stage holds; post the next kernel receive. */
+static void parse(struct tcp_conn *c)
+{
+    while (!c->lost) {
+        if (c->in_frame) {
+            size_t avail = c->stage_len - c->stage_pos;
+            size_t take = avail < c->rx_left ? avail : c->rx_left;
+            if (take && c->rx_dst) {
+                memcpy(c->rx_dst, c->stage + c->stage_pos, take);
+                c->rx_dst += take;
+            }
+            c->stage_pos += take;
+            c->rx_left -= take;
+            if (c->rx_left == 0) {
+                frame_done(c);
+                continue;
+            }
+            if (c->rx_dst && c->rx_left >= TCP_DIRECT_MIN) {
+                c->stage_pos = c->stage_len = 0; /* all consumed */
+                submit_direct(c);
+            } else {
+                submit_stage(c);
+            }
+            return;
+        }
+        if (c->parked)
+            return;
+        if (c->stage_len - c->stage_pos < TIDE_FRAME_HDR_SIZE) {
+            submit_stage(c);
+            return;
+        }
+        if (tide__frame_decode(c->stage + c->stage_pos, &c->rx_hdr) < 0) {
+            tcp_conn_lost(c, "protocol error: rank %d sent a corrupt frame header", c->peer);
+            return;
+        }
+        c->stage_pos += TIDE_FRAME_HDR_SIZE;
+        if (!route(c)) {
+            c->parked = true;
+            c->tp->nparked++;
+            return;
+        }
+    }
+}
+
+static void lost_while_receiving(struct tcp_conn *c)
+{
+    struct tide__tcp *tp = c->tp;
+    if (c->rx_msg)
+        tide__msg_done(tp->base.ctx, c->rx_msg, TIDE_EPEER);
+    if (c->rx_ux) {
+        /* A half-arrived message is worthless; drop it from the pool. */
+        struct tide__unexp *ux = c->rx_ux;
+        if (ux->claimed)
+            tide__msg_done(tp->base.ctx, ux->claimed, TIDE_EPEER);
+        else
+            tide__match_remove_unexpected(&c->mq, ux);
+        tp->ux_bytes -= (size_t)ux->hdr.len;
+        tide__unexp_free(ux);
+    }
+    c->rx_msg = NULL;
+    c->rx_ux = NULL;
+    c->in_frame = false;
+    tcp_recv_fail_all(c);
+}
+
+/* The receive of a withdrawn message came back: the rest of its payload
+ * is read and thrown away so the stream stays in step. */
+static void finish_cancel(struct tcp_conn *c)
+{
+    tide__msg_done(c->tp->base.ctx, c->rx_msg, TIDE_EABORTED);
+    c->rx_msg = NULL;
+    c->rx_dst = NULL;
+    c->rx_cancelled = false;
+}
+
+void tcp_recv_complete(struct tide__uop *uop, int res)
+{
+    struct tcp_conn *c = container_of(uop, struct tcp_conn, rx_uop);
+    c->rx_busy = false;
+    c->tp->kernel_ops--;
+    bool direct = c->rx_direct;
+    c->rx_direct = false;
+
+    if (!c->lost && (res == -EAGAIN || res == -EINTR || res == -ECANCELED)) {
+        res = 0; /* nothing arrived; carry on from where we are */
+    } else if (c->lost || res <= 0) {
+        if (!c->lost)
+            tcp_conn_lost(c, res == 0 ? "rank %d closed the connection (exited or was killed)"
+                                      : "receiving from rank %d failed",
+                          c->peer);
+        lost_while_receiving(c);
+        return;
+    }
+    if (direct) {
+        c->rx_dst += res;
+        c->rx_left -= (size_t)res;
+        if (c->rx_cancelled)
+            finish_cancel(c);
+        if (c->rx_left == 0)
+            frame_done(c);
+    } else {
+        c->stage_len += (size_t)res;
+    }
+    parse(c);
+}
+
+void tcp_recv_start(struct tcp_conn *c)
+{
+    parse(c);
+}
+
+void tcp_recv_post(struct tcp_conn *c, tide__msg *m)
+{
+    struct tide__tcp *tp = c->tp;
+    struct tide__unexp *ux = tide__match_take_unexpected(&c->mq, m);
+    if (ux && !ux->complete) {
+        ux->claimed = m; /* it is arriving right now; frame_done delivers */
+        return;
+    }
+    if (ux) {
+        tide__msg_done(tp->base.ctx, m, tide__match_deliver(ux, m));
+        tp->ux_bytes -= (size_t)ux->hdr.len;
+        tide__unexp_free(ux);
+        tcp_unexpected_freed(tp);
+        return;
+    }
+    if (c->lost) {
+        tide__msg_done(tp->base.ctx, m, TIDE_EPEER);
+        return;
+    }
+    tide__match_post(&c->mq, m);
+    tcp_recv_unpark(c);
+}
+
+void tcp_recv_unpark(struct tcp_conn *c)
+{
+    if (!c->parked || c->lost || c->rx_busy)
+        return;
+    if (!route(c))
+        return;
+    c->parked = false;
+    c->tp->nparked--;
+    parse(c);
+}
+
+int tcp_recv_withdraw(struct tcp_conn *c, tide__msg *m)
+{
+    if (tide__match_remove_posted(&c->mq, m))
+        return 0;
+    if (c->rx_ux && c->rx_ux->claimed == m) {
+        /* Let the arriving message finish into the pool, unclaimed. */
+        c->rx_ux->claimed = NULL;
+        tide__match_add_unexpected(&c->mq, c->rx_ux);
+        return 0;
+    }
+    if (c->rx_msg != m)
+        return 0; /* not ours any more */
+    if (!c->rx_direct) {
+        c->rx_msg = NULL;
+        c->rx_dst = NULL; /* the rest of the payload is discarded */
+        return 0;
+    }
+    /* The kernel is writing into m's buffer: cancel, and finish when the
+     * receive comes back. */
+    c->rx_cancelled = true;
+    struct io_uring_sqe *sqe = tide__reactor_sqe(&c->tp->base.ctx->reactor, &c->tp->cancel_uop);
+    io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)&c->rx_uop, 0);
+    c->tp->kernel_ops++;
+    return TIDE_EBUSY;
+}
+
+void tcp_recv_fail_all(struct tcp_conn *c)
+{
+    struct tide__ctx *ctx = c->tp->base.ctx;
+    tide__msg *m;
+    while ((m = c->mq.posted_head)) {
+        c->mq.posted_head = m->next;
+        tide__msg_done(ctx, m, TIDE_EPEER);
+    }
+    c->mq.posted_tail = NULL;
+}

@@ -1,0 +1,168 @@
+/* tcp_send.c - the sending half of a connection: a FIFO of messages,
+ * sent in batches by one sendmsg at a time, remainders resubmitted. */
+#include "transports/tcp/tcp_conn.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Give the kernel what is left of the batch, at most TCP_MAX_SUBMIT bytes
+ * (a CQE's result is an int). */
+static void submit(struct tcp_conn *c)
+{
+    struct tide__tcp *tp = c->tp;
+    unsigned n = 0;
+    size_t bytes = 0;
+    for (unsigned i = c->tx_iov_first; i < c->tx_iov_n && bytes < TCP_MAX_SUBMIT; i++) {
+        c->tx_sub[n] = c->tx_iov[i];
+        if (c->tx_sub[n].iov_len > TCP_MAX_SUBMIT - bytes)
+            c->tx_sub[n].iov_len = TCP_MAX_SUBMIT - bytes;
+        bytes += c->tx_sub[n].iov_len;
+        n++;
+    }
+    memset(&c->tx_mh, 0, sizeof c->tx_mh);
+    c->tx_mh.msg_iov = c->tx_sub;
+    c->tx_mh.msg_iovlen = n;
+    struct io_uring_sqe *sqe = tide__reactor_sqe(&tp->base.ctx->reactor, &c->tx_uop);
+    io_uring_prep_sendmsg(sqe, c->fd, &c->tx_mh, MSG_NOSIGNAL | MSG_WAITALL);
+    tp->kernel_ops++;
+    c->tx_busy = true;
+}
+
+static void add_iov(struct tcp_conn *c, void *base, size_t len)
+{
+    if (!len)
+        return;
+    c->tx_iov[c->tx_iov_n].iov_base = base;
+    c->tx_iov[c->tx_iov_n].iov_len = len;
+    c->tx_iov_n++;
+}
+
+/* Move up to a batch of queued messages into the kernel. */
+static void start_batch(struct tcp_conn *c)
+{
+    if (c->tx_busy || !c->sq_head || c->lost)
+        return;
+    c->ntx = c->tx_next = 0;
+    c->tx_iov_first = c->tx_iov_n = 0;
+    c->tx_sent = c->tx_total = 0;
+    while (c->sq_head && c->ntx < TCP_TX_BATCH) {
+        tide__msg *m = c->sq_head;
+        c->sq_head = m->next;
+        if (!c->sq_head)
+            c->sq_tail = NULL;
+        unsigned i = c->ntx++;
+        m->hdr.len = m->len;
+        tide__frame_encode(&m->hdr, c->tx_hdr[i]);
+        add_iov(c, c->tx_hdr[i], TIDE_FRAME_HDR_SIZE);
+        add_iov(c, m->buf, m->len);
+        c->tx_total += TIDE_FRAME_HDR_SIZE + m->len;
+        c->tx_end[i] = c->tx_total;
+        c->tx[i] = m;
+    }
+    submit(c);
+}
+
+/* Drop n sent bytes from the front of the iovec list. */
+static void advance(struct tcp_conn *c, size_t n)
+{
+    while (n && c->tx_iov_first < c->tx_iov_n) {
+        struct iovec *v = &c->tx_iov[c->tx_iov_first];
+        if (n < v->iov_len) {
+            v->iov_base = (char *)v->iov_base + n;
+            v->iov_len -= n;
+            return;
+        }
+        n -= v->iov_len;
+        c->tx_iov_first++;
+    }
+}
+
+static void fail_batch(struct tcp_conn *c)
+{
+    struct tide__ctx *ctx = c->tp->base.ctx;
+    for (; c->tx_next < c->ntx; c->tx_next++)
+        tide__msg_done(ctx, c->tx[c->tx_next], TIDE_EPEER);
+    c->ntx = c->tx_next = 0;
+}
+
+void tcp_send_complete(struct tide__uop *uop, int res)
+{
+    struct tcp_conn *c = container_of(uop, struct tcp_conn, tx_uop);
+    struct tide__ctx *ctx = c->tp->base.ctx;
+    c->tx_busy = false;
+    c->tp->kernel_ops--;
+
+    if (res == -EAGAIN || res == -EINTR) {
+        if (!c->lost) {
+            submit(c);
+            return;
+        }
+    }
+    if (res < 0 || c->lost) {
+        if (res < 0)
+            tcp_conn_lost(c, "sending failed: %s", strerror(-res));
+        fail_batch(c);
+        tcp_send_fail_all(c);
+        return;
+    }
+    c->tx_sent += (size_t)res;
+    advance(c, (size_t)res);
+    /* Messages whose last byte is in the kernel's hands are done. */
+    while (c->tx_next < c->ntx && c->tx_end[c->tx_next] <= c->tx_sent)
+        tide__msg_done(ctx, c->tx[c->tx_next++], 0);
+    if (c->tx_sent < c->tx_total) {
+        submit(c); /* a short send: the rest, in order */
+        return;
+    }
+    c->ntx = c->tx_next = 0;
+    start_batch(c);
+}
+
+void tcp_send_post(struct tcp_conn *c, tide__msg *m)
+{
+    if (c->lost) {
+        tide__msg_done(c->tp->base.ctx, m, TIDE_EPEER);
+        return;
+    }
+    m->next = NULL;
+    if (c->sq_tail)
+        c->sq_tail->next = m;
+    else
+        c->sq_head = m;
+    c->sq_tail = m;
+    start_batch(c);
+}
+
+int tcp_send_withdraw(struct tcp_conn *c, tide__msg *m, bool stalled)
+{
+    tide__msg *prev = NULL;
+    for (tide__msg *q = c->sq_head; q; prev = q, q = q->next) {
+        if (q != m)
+            continue;
+        if (prev)
+            prev->next = q->next;
+        else
+            c->sq_head = q->next;
+        if (c->sq_tail == q)
+            c->sq_tail = prev;
+        return 0;
+    }
+    /* In the kernel, possibly half on the wire: it must finish or the
+     * connection must go. */
+    if (stalled)
+        tcp_conn_lost(c, "rank %d did not take our data before the deadline", c->peer);
+    return TIDE_EBUSY;
+}
+
+void tcp_send_fail_all(struct tcp_conn *c)
+{
+    struct tide__ctx *ctx = c->tp->base.ctx;
+    while (c->sq_head) {
+        tide__msg *m = c->sq_head;
+        c->sq_head = m->next;
+        tide__msg_done(ctx, m, TIDE_EPEER);
+    }
+    c->sq_tail = NULL;
+    if (!c->tx_busy)
+        fail_batch(c);
+}

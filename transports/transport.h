@@ -1,0 +1,85 @@
+/* transport.h - all that operations (point-to-point and collectives) see
+ * of the network: post a send, post a receive, withdraw one, and learn of
+ * completion through tide__msg_done().  Operations never touch sockets,
+ * io_uring or threads; that is what lets a simulated network drive the
+ * very same state machines.
+ *
+ * Contract:
+ *   - Every posted message completes exactly once, through
+ *     tide__msg_done(), never from inside the post call itself (so an
+ *     operation is never re-entered while it is posting).
+ *   - Until it completes, the transport may read (send) or write (receive)
+ *     m->buf; afterwards it never touches m or its buffer again.
+ *   - Messages from one rank to another are delivered in the order they
+ *     were posted (a TCP stream's order).
+ *   - A receive is matched to an arriving frame by (comm id, sequence,
+ *     tag) from m->peer; frames that arrive before their receive is posted
+ *     wait in a bounded pool of unexpected messages.
+ *   - All calls happen on the reactor thread.
+ */
+#ifndef TIDE_TRANSPORT_H
+#define TIDE_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transports/frame.h"
+
+struct tide__ctx;
+typedef struct tide_req tide_req;
+
+enum tide__msg_dir { TIDE_MSG_SEND = 0, TIDE_MSG_RECV = 1 };
+
+typedef struct tide__msg {
+    struct tide__msg *next;     /* link in the transport's queues, then
+                                 * in the engine's completion list */
+    struct tide__msg *req_prev; /* link among the owning request's live */
+    struct tide__msg *req_next; /* messages */
+    tide_req *req;              /* the operation this message serves */
+    int peer;                   /* world rank at the other end */
+    uint8_t dir;                /* enum tide__msg_dir */
+    uint8_t tstate;             /* transport-private progress state */
+    struct tide__frame hdr;     /* send: the header to send (len is set
+                                 * by the transport); receive: the key
+                                 * and signature expected */
+    void *buf;                  /* send: payload; receive: destination */
+    size_t len;                 /* send: payload bytes; receive: capacity */
+    size_t got;                 /* receive: payload bytes that arrived */
+    int status;                 /* set at completion: 0 or TIDE_E* */
+    uint8_t completed;          /* engine: tide__msg_done has run */
+} tide__msg;
+
+struct tide__transport;
+
+struct tide__transport_ops {
+    const char *name;
+    /* Reactor thread, once its ring exists: arm the first receives. */
+    void (*start)(struct tide__transport *tp);
+    /* Post m (dir says which).  Completion always follows. */
+    void (*post)(struct tide__transport *tp, tide__msg *m);
+    /* Take back a posted message because its operation failed with err.
+     * Returns 0 when it is gone and no completion will follow, TIDE_EBUSY
+     * when the kernel still holds its buffer: the completion follows
+     * promptly.  (A send half-way onto the wire cannot be taken back
+     * without breaking the stream; if err is TIDE_ETIMEDOUT the peer is
+     * not draining it and the connection is given up.) */
+    int (*withdraw)(struct tide__transport *tp, tide__msg *m, int err);
+    /* Why peer was lost, or NULL while it is healthy. */
+    const char *(*peer_reason)(struct tide__transport *tp, int peer);
+    /* Fail everything with err and close all connections, promptly. */
+    void (*abort)(struct tide__transport *tp, int err);
+    /* Messages and kernel operations still outstanding. */
+    unsigned (*outstanding)(struct tide__transport *tp);
+    /* Free it; only once outstanding() is 0 or after abort and drain. */
+    void (*destroy)(struct tide__transport *tp);
+};
+
+struct tide__transport {
+    const struct tide__transport_ops *ops;
+    struct tide__ctx *ctx;
+};
+
+/* Called by a transport when m completes (status 0 or TIDE_E*). */
+void tide__msg_done(struct tide__ctx *ctx, tide__msg *m, int status);
+
+#endif
