@@ -30,7 +30,11 @@ void tcp_conn_lost(struct tcp_conn *c, const char *fmt, ...)
     vsnprintf(c->lost_buf, sizeof c->lost_buf, fmt, ap);
     va_end(ap);
     c->lost = c->lost_buf;
-    tide__log(TIDE_LOG_WARN, c->tp->rank, "lost rank %d: %s", c->peer, c->lost);
+    /* A peer that closes while we expect nothing from it has most likely
+     * just finished; only a loss that fails work deserves a warning. */
+    bool pending = c->sq_head || c->ntx || c->mq.posted_head || c->in_frame;
+    int level = c->tp->aborting ? TIDE_LOG_DEBUG : pending ? TIDE_LOG_WARN : TIDE_LOG_INFO;
+    tide__log(level, c->tp->rank, "lost rank %d: %s", c->peer, c->lost);
     /* Makes the kernel finish our pending send and receive at once. */
     if (c->fd >= 0)
         shutdown(c->fd, SHUT_RDWR);
@@ -110,6 +114,7 @@ static void start(struct tide__transport *base)
 static void abort_all(struct tide__transport *base, int err)
 {
     struct tide__tcp *tp = tcp_of(base);
+    tp->aborting = true;
     for (int p = 0; p < tp->size; p++) {
         struct tcp_conn *c = &tp->conns[p];
         if (c->fd >= 0)
@@ -136,6 +141,7 @@ static void free_unexpected(struct tide__match *mq)
 static void destroy(struct tide__transport *base)
 {
     struct tide__tcp *tp = tcp_of(base);
+    tp->aborting = true;
     for (int p = 0; p < tp->size; p++) {
         struct tcp_conn *c = &tp->conns[p];
         if (c->fd >= 0)

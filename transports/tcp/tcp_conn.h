@@ -78,6 +78,7 @@ struct tide__tcp {
     size_t ux_bytes;          /* payload bytes held as unexpected */
     size_t ux_limit;
     unsigned nparked;         /* connections waiting for pool room */
+    bool aborting;            /* abort/finalize: losses are expected */
     struct tide__uop cancel_uop;
 };
 

@@ -1,0 +1,936 @@
+/* launcher.c - tide-run: start N local ranks of a program and supervise them.
+ *
+ * This file owns the whole launcher.  It does not link libtide: it only
+ * starts processes and relays their output.
+ *
+ *   options      argv parsing, --help, the PATH check for the program
+ *   environment  torchrun's variables, a free MASTER_PORT, TIDE_JOB_TOKEN
+ *   spawn        fork + execvp of one rank
+ *   relay        per-pipe line buffers; whole lines out, "[rank] " first
+ *   supervise    signalfd, reaping, stop/kill deadlines, the poll loop
+ *   main         ties them together and picks the exit status
+ *
+ * Single-threaded: one poll() loop over a signalfd (SIGCHLD, SIGINT,
+ * SIGTERM) and the ranks' stdout/stderr pipes.  Because the signals are
+ * blocked and read from the signalfd, no code runs in signal context.
+ *
+ * Failure policy: the first rank to exit non-zero or die by a signal is
+ * the cause.  Every other live rank gets SIGTERM, then SIGKILL once the
+ * grace period is over; their deaths are never reported as the cause.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+    MAX_RANKS = 1024,
+    LINE_CAP = 64 * 1024, /* longer lines are split at this size */
+    PREFIX_CAP = 16,      /* "[1023] " plus its NUL */
+    TOKEN_BYTES = 32,     /* TIDE_JOB_TOKEN is twice this in hex */
+    DEFAULT_GRACE_MS = 5000,
+    /*
+     * Once every rank is reaped, a pipe can only still be open because a
+     * rank left a background process holding it.  We collect its output
+     * for this long, then stop rather than hang on it.
+     */
+    DRAIN_MS = 2000,
+    EXIT_FAILURE_LAUNCHER = 1,
+    EXIT_USAGE = 2,
+    EXIT_EXEC_FAILED = 127,
+};
+
+/* ---------------------------------------------------------------- options */
+
+struct options {
+    int nranks;       /* -n; 0 until given */
+    int port;         /* --port; 0 means pick a free one */
+    const char *addr; /* --addr; becomes MASTER_ADDR */
+    bool no_prefix;   /* --no-prefix: ranks inherit stdout/stderr */
+    int64_t grace_ms; /* --grace: SIGTERM to SIGKILL delay */
+    char **program;   /* argv after "--", NULL-terminated */
+};
+
+enum parse_result { PARSE_RUN, PARSE_HELP, PARSE_ERROR };
+
+static const char help_text[] =
+    "Usage: tide-run -n N [options] -- PROGRAM [ARGS...]\n"
+    "\n"
+    "Start N local ranks of PROGRAM and wait for all of them.\n"
+    "\n"
+    "Options:\n"
+    "  -n N             number of ranks, 1 to 1024 (required)\n"
+    "  --port P         MASTER_PORT for the ranks (default: a free port)\n"
+    "  --addr A         MASTER_ADDR for the ranks (default: 127.0.0.1)\n"
+    "  --no-prefix      ranks write straight to stdout/stderr, without\n"
+    "                   the \"[rank] \" prefix on each line\n"
+    "  --grace SECONDS  time between SIGTERM and SIGKILL (default: 5)\n"
+    "  -h, --help       print this help\n"
+    "\n"
+    "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+    "MASTER_ADDR, MASTER_PORT and TIDE_JOB_TOKEN (64 hex digits, fresh for\n"
+    "each job).  OMP_NUM_THREADS and OPENBLAS_NUM_THREADS default to 1.\n"
+    "\n"
+    "SIGINT and SIGTERM are forwarded to every rank.  If a rank fails, the\n"
+    "others get SIGTERM, and SIGKILL after the grace period.\n"
+    "\n"
+    "Exit status: 0 if every rank exited 0; otherwise the first failing\n"
+    "rank's exit status, or 128+N if signal N killed it; 2 on bad usage.\n";
+
+__attribute__((format(printf, 1, 2))) static void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("tide-run: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs(" (see tide-run --help)\n", stderr);
+}
+
+/* Parses a whole decimal integer in [min, max]; false on anything else. */
+static bool parse_int(const char *text, long min, long max, long *out)
+{
+    char *end;
+
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0')
+        return false;
+    if (value < min || value > max)
+        return false;
+    *out = value;
+    return true;
+}
+
+static bool apply_nranks(struct options *opt, const char *value)
+{
+    long n;
+
+    if (!parse_int(value, 1, MAX_RANKS, &n)) {
+        usage_error("-n must be from 1 to %d, not '%s'", MAX_RANKS, value);
+        return false;
+    }
+    opt->nranks = (int)n;
+    return true;
+}
+
+static bool apply_port(struct options *opt, const char *value)
+{
+    long port;
+
+    if (!parse_int(value, 1, 65535, &port)) {
+        usage_error("--port must be from 1 to 65535, not '%s'", value);
+        return false;
+    }
+    opt->port = (int)port;
+    return true;
+}
+
+static bool apply_addr(struct options *opt, const char *value)
+{
+    if (value[0] == '\0') {
+        usage_error("--addr must not be empty");
+        return false;
+    }
+    opt->addr = value;
+    return true;
+}
+
+static bool apply_grace(struct options *opt, const char *value)
+{
+    char *end;
+    double seconds = strtod(value, &end);
+
+    /* Written this way round so that NaN fails too. */
+    if (end == value || *end != '\0' || !(seconds >= 0 && seconds <= 86400)) {
+        usage_error("--grace must be 0 to 86400 seconds, not '%s'", value);
+        return false;
+    }
+    opt->grace_ms = (int64_t)(seconds * 1000 + 0.5);
+    return true;
+}
+
+struct value_option {
+    const char *name;
+    bool (*apply)(struct options *opt, const char *value);
+};
+
+static const struct value_option value_options[] = {
+    {"-n", apply_nranks},
+    {"--port", apply_port},
+    {"--addr", apply_addr},
+    {"--grace", apply_grace},
+};
+
+/*
+ * If argv[*i] is option `name`, given as "NAME VALUE" or "NAME=VALUE",
+ * returns true with *value set (NULL when the value is missing) and *i
+ * moved past what was used.
+ */
+static bool take_value(int argc, char **argv, int *i, const char *name, const char **value)
+{
+    const char *arg = argv[*i];
+    size_t len = strlen(name);
+
+    if (strncmp(arg, name, len) != 0)
+        return false;
+    if (arg[len] == '=') {
+        *value = arg + len + 1;
+        return true;
+    }
+    if (arg[len] != '\0')
+        return false;
+    *value = *i + 1 < argc ? argv[++*i] : NULL;
+    return true;
+}
+
+/* Returns -1 if argv[*i] is no value option, else 1 (applied) or 0. */
+static int apply_value_option(int argc, char **argv, int *i, struct options *opt)
+{
+    size_t count = sizeof value_options / sizeof value_options[0];
+
+    for (size_t k = 0; k < count; k++) {
+        const char *name = value_options[k].name;
+        const char *value;
+
+        if (!take_value(argc, argv, i, name, &value))
+            continue;
+        if (value == NULL) {
+            usage_error("option %s needs a value", name);
+            return 0;
+        }
+        return value_options[k].apply(opt, value) ? 1 : 0;
+    }
+    return -1;
+}
+
+static enum parse_result check_options(const struct options *opt)
+{
+    if (opt->nranks == 0) {
+        usage_error("missing -n N (the number of ranks)");
+        return PARSE_ERROR;
+    }
+    if (opt->program == NULL || opt->program[0] == NULL) {
+        usage_error("missing program: put it after --");
+        return PARSE_ERROR;
+    }
+    return PARSE_RUN;
+}
+
+static enum parse_result parse_args(int argc, char **argv, struct options *opt)
+{
+    *opt = (struct options){.addr = "127.0.0.1", .grace_ms = DEFAULT_GRACE_MS};
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+
+        if (strcmp(arg, "--") == 0) {
+            opt->program = argv + i + 1;
+            break;
+        }
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0)
+            return PARSE_HELP;
+        if (strcmp(arg, "--no-prefix") == 0) {
+            opt->no_prefix = true;
+            continue;
+        }
+        int applied = apply_value_option(argc, argv, &i, opt);
+        if (applied == 0)
+            return PARSE_ERROR;
+        if (applied == 1)
+            continue;
+        if (arg[0] == '-')
+            usage_error("unknown option '%s'", arg);
+        else
+            usage_error("unexpected '%s': put the program after --", arg);
+        return PARSE_ERROR;
+    }
+    return check_options(opt);
+}
+
+/* Returns 0 if execve could run `path`, else the errno it would see. */
+static int check_executable(const char *path)
+{
+    struct stat st;
+
+    if (stat(path, &st) != 0)
+        return errno;
+    if (!S_ISREG(st.st_mode))
+        return EACCES;
+    if (access(path, X_OK) != 0)
+        return errno;
+    return 0;
+}
+
+/*
+ * Looks `name` up the way execvp will, so that a typo is one usage error
+ * (exit 2) instead of N ranks each failing with 127.  Returns 0 or errno.
+ */
+static int find_program(const char *name)
+{
+    if (name[0] == '\0')
+        return ENOENT;
+    if (strchr(name, '/') != NULL)
+        return check_executable(name);
+
+    const char *dir = getenv("PATH");
+    if (dir == NULL || dir[0] == '\0')
+        dir = "/bin:/usr/bin"; /* glibc's execvp default */
+    int err = ENOENT;
+    for (;;) {
+        const char *end = strchrnul(dir, ':');
+        int dir_len = (int)(end - dir);
+        char path[PATH_MAX];
+        /* An empty PATH entry means the current directory. */
+        int n = snprintf(path, sizeof path, "%.*s%s%s", dir_len, dir, dir_len > 0 ? "/" : "", name);
+
+        if (n > 0 && (size_t)n < sizeof path) {
+            int e = check_executable(path);
+            if (e == 0)
+                return 0;
+            if (e == EACCES)
+                err = EACCES; /* execvp reports this too */
+        }
+        if (*end == '\0')
+            return err;
+        dir = end + 1;
+    }
+}
+
+/* ------------------------------------------------------------ environment */
+
+/*
+ * Binds a TCP socket to port 0 on `addr` and returns the port the kernel
+ * chose, or -1 with a message printed.  Racy by nature (someone else may
+ * take the port before rank 0 does), which torchrun accepts as well.
+ */
+static int pick_free_port(const char *addr)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *list;
+    int rc = getaddrinfo(addr, "0", &hints, &list);
+
+    if (rc != 0) {
+        fprintf(stderr, "tide-run: cannot resolve --addr %s: %s\n", addr, gai_strerror(rc));
+        return -1;
+    }
+    int port = -1;
+    int err = EADDRNOTAVAIL;
+    for (struct addrinfo *ai = list; ai != NULL && port < 0; ai = ai->ai_next) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+            port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                            : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else
+            err = errno;
+        close(fd);
+    }
+    freeaddrinfo(list);
+    if (port < 0)
+        fprintf(stderr, "tide-run: cannot bind a port on %s: %s\n", addr, strerror(err));
+    return port;
+}
+
+/* Fills `hex` with TOKEN_BYTES fresh random bytes as lowercase hex. */
+static int make_token(char hex[2 * TOKEN_BYTES + 1])
+{
+    unsigned char raw[TOKEN_BYTES];
+    size_t got = 0;
+
+    while (got < sizeof raw) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            fprintf(stderr, "tide-run: getrandom: %s\n", strerror(errno));
+            return -1;
+        }
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    return 0;
+}
+
+/*
+ * Sets the variables every rank shares in our own environment, so that
+ * fork passes them on; RANK and LOCAL_RANK are set in each child.
+ */
+static int setup_environment(const struct options *opt)
+{
+    char world[16], port[16], token[2 * TOKEN_BYTES + 1];
+    int port_number = opt->port;
+
+    if (port_number == 0 && (port_number = pick_free_port(opt->addr)) < 0)
+        return -1;
+    if (make_token(token) != 0)
+        return -1;
+    snprintf(world, sizeof world, "%d", opt->nranks);
+    snprintf(port, sizeof port, "%d", port_number);
+    if (setenv("WORLD_SIZE", world, 1) != 0 || setenv("LOCAL_WORLD_SIZE", world, 1) != 0 ||
+        setenv("MASTER_ADDR", opt->addr, 1) != 0 || setenv("MASTER_PORT", port, 1) != 0 ||
+        setenv("TIDE_JOB_TOKEN", token, 1) != 0 || setenv("OMP_NUM_THREADS", "1", 0) != 0 ||
+        setenv("OPENBLAS_NUM_THREADS", "1", 0) != 0) {
+        fprintf(stderr, "tide-run: setenv: %s\n", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ state */
+
+/* One pipe from a rank: its stdout or its stderr. */
+struct stream {
+    int fd;     /* read end; -1 once closed */
+    int rank;   /* whose output this is */
+    int out_fd; /* where its lines go: our stdout or stderr */
+    size_t len; /* bytes of the unfinished line in buf */
+    char *buf;  /* LINE_CAP bytes */
+};
+
+struct rank {
+    pid_t pid;         /* 0 before fork and once reaped */
+    struct stream out; /* the rank's stdout */
+    struct stream err; /* the rank's stderr */
+};
+
+struct failure {
+    int rank;        /* first failing rank; -1 while none */
+    int wait_status; /* its waitpid status */
+    int spawn_errno; /* non-zero: the rank could not be started */
+};
+
+struct launcher {
+    struct options opt;
+    struct rank *ranks;             /* opt.nranks entries */
+    int live;                       /* ranks forked, not yet reaped */
+    int open_streams;               /* pipes not yet closed */
+    int signal_fd;                  /* SIGCHLD, SIGINT, SIGTERM */
+    sigset_t child_mask;            /* our starting mask, for children */
+    struct sigaction child_sigpipe; /* our starting SIGPIPE action */
+    struct rlimit child_nofile;     /* our starting fd limit */
+    bool stopping;                  /* ranks have been told to stop */
+    bool killed;                    /* SIGKILL has been sent */
+    int64_t kill_at_ms;             /* if stopping: when to SIGKILL */
+    int64_t drain_until_ms;         /* if nothing is live: give up pipes */
+    struct failure failure;
+    char *scratch;          /* one prefixed line on its way out */
+    struct pollfd *pfds;    /* signal_fd, then the open streams */
+    struct stream **polled; /* polled[k] is behind pfds[k + 1] */
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------------ relay */
+
+/*
+ * Writes everything or gives up quietly: if our own stdout is gone
+ * (EPIPE), losing output beats dying and leaving the ranks unsupervised.
+ */
+static void write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+
+        if (n > 0) {
+            buf += n;
+            len -= (size_t)n;
+        } else if (n < 0 && errno == EAGAIN) {
+            /* Our stdout may be a non-blocking fd we inherited. */
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            poll(&p, 1, -1);
+        } else if (!(n < 0 && errno == EINTR)) {
+            return;
+        }
+    }
+}
+
+/* One write per line, so lines of different ranks never mix. */
+static void emit_line(struct launcher *l, const struct stream *s, const char *line, size_t len)
+{
+    int prefix_len = snprintf(l->scratch, PREFIX_CAP, "[%d] ", s->rank);
+
+    memcpy(l->scratch + prefix_len, line, len);
+    l->scratch[(size_t)prefix_len + len] = '\n';
+    write_all(s->out_fd, l->scratch, (size_t)prefix_len + len + 1);
+}
+
+static void emit_complete_lines(struct launcher *l, struct stream *s)
+{
+    size_t start = 0;
+    char *newline;
+
+    while ((newline = memchr(s->buf + start, '\n', s->len - start))) {
+        size_t end = (size_t)(newline - s->buf);
+
+        emit_line(l, s, s->buf + start, end - start);
+        start = end + 1;
+    }
+    /* A line that fills the whole buffer cannot wait for its end. */
+    if (start == 0 && s->len == LINE_CAP) {
+        emit_line(l, s, s->buf, s->len);
+        start = s->len;
+    }
+    memmove(s->buf, s->buf + start, s->len - start);
+    s->len -= start;
+}
+
+/* Flushes a last unfinished line (adding its newline) and closes. */
+static void stream_close(struct launcher *l, struct stream *s)
+{
+    if (s->len > 0)
+        emit_line(l, s, s->buf, s->len);
+    s->len = 0;
+    close(s->fd);
+    s->fd = -1;
+    l->open_streams--;
+}
+
+/*
+ * Does one read from the pipe.  Returns 1 if data came, 0 if the stream
+ * is now closed, -1 if there was nothing to read yet.
+ */
+static int stream_read(struct launcher *l, struct stream *s)
+{
+    ssize_t n = read(s->fd, s->buf + s->len, LINE_CAP - s->len);
+
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return -1;
+    if (n <= 0) {
+        stream_close(l, s);
+        return 0;
+    }
+    s->len += (size_t)n;
+    emit_complete_lines(l, s);
+    return 1;
+}
+
+/*
+ * Every rank is gone but some pipe is still held open (see DRAIN_MS):
+ * take what is buffered without blocking, then close.
+ */
+static void drain_all_now(struct launcher *l)
+{
+    for (int i = 0; i < l->opt.nranks; i++) {
+        struct stream *pair[2] = {&l->ranks[i].out, &l->ranks[i].err};
+
+        for (int k = 0; k < 2; k++) {
+            struct stream *s = pair[k];
+
+            if (s->fd < 0)
+                continue;
+            fcntl(s->fd, F_SETFL, O_NONBLOCK);
+            while (s->fd >= 0 && stream_read(l, s) > 0)
+                ;
+            if (s->fd >= 0)
+                stream_close(l, s);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ spawn */
+
+/* Runs in the forked child; never returns. */
+_Noreturn static void run_child(const struct launcher *l, int rank, int out_fd, int err_fd)
+{
+    const char *program = l->opt.program[0];
+    char value[16];
+
+    snprintf(value, sizeof value, "%d", rank);
+    if (setenv("RANK", value, 1) != 0 || setenv("LOCAL_RANK", value, 1) != 0) {
+        dprintf(STDERR_FILENO, "tide-run: setenv: %s\n", strerror(errno));
+        _exit(EXIT_EXEC_FAILED);
+    }
+    if (out_fd >= 0 && (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0))
+        _exit(EXIT_EXEC_FAILED);
+    /* The mask, dispositions and limits survive exec: undo ours. */
+    sigprocmask(SIG_SETMASK, &l->child_mask, NULL);
+    sigaction(SIGPIPE, &l->child_sigpipe, NULL);
+    if (l->child_nofile.rlim_cur != 0)
+        setrlimit(RLIMIT_NOFILE, &l->child_nofile);
+    execvp(program, l->opt.program);
+    dprintf(STDERR_FILENO, "tide-run: cannot run %s: %s\n", program, strerror(errno));
+    _exit(EXIT_EXEC_FAILED);
+}
+
+static void close_pipe(int fds[2])
+{
+    for (int k = 0; k < 2; k++) {
+        if (fds[k] >= 0)
+            close(fds[k]);
+        fds[k] = -1;
+    }
+}
+
+static void stream_open(struct launcher *l, struct stream *s, int fd)
+{
+    s->fd = fd;
+    s->len = 0;
+    l->open_streams++;
+}
+
+/*
+ * Forks rank `i`.  Returns 0 or an errno; on error nothing is left open.
+ * The pipes are O_CLOEXEC, so each child keeps only its own two ends
+ * (dup2 onto 1 and 2 clears the flag there).
+ */
+static int spawn_rank(struct launcher *l, int i)
+{
+    struct rank *r = &l->ranks[i];
+    int out_pipe[2] = {-1, -1};
+    int err_pipe[2] = {-1, -1};
+    int err = 0;
+
+    if (!l->opt.no_prefix && (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0))
+        err = errno;
+    pid_t pid = err == 0 ? fork() : -1;
+    if (pid < 0 && err == 0)
+        err = errno;
+    if (err != 0) {
+        close_pipe(out_pipe);
+        close_pipe(err_pipe);
+        return err;
+    }
+    if (pid == 0)
+        run_child(l, i, out_pipe[1], err_pipe[1]);
+    r->pid = pid;
+    l->live++;
+    if (l->opt.no_prefix)
+        return 0;
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    stream_open(l, &r->out, out_pipe[0]);
+    stream_open(l, &r->err, err_pipe[0]);
+    return 0;
+}
+
+/* -------------------------------------------------------------- supervise */
+
+static void signal_all(const struct launcher *l, int sig)
+{
+    for (int i = 0; i < l->opt.nranks; i++)
+        if (l->ranks[i].pid > 0)
+            kill(l->ranks[i].pid, sig);
+}
+
+/* Sends `sig` to every live rank; the first call starts the grace clock. */
+static void begin_stop(struct launcher *l, int sig)
+{
+    signal_all(l, sig);
+    if (l->stopping)
+        return;
+    l->stopping = true;
+    l->kill_at_ms = now_ms() + l->opt.grace_ms;
+}
+
+static void spawn_all(struct launcher *l)
+{
+    for (int i = 0; i < l->opt.nranks; i++) {
+        int err = spawn_rank(l, i);
+
+        if (err == 0)
+            continue;
+        l->failure = (struct failure){.rank = i, .spawn_errno = err};
+        begin_stop(l, SIGTERM);
+        return;
+    }
+}
+
+static void note_exit(struct launcher *l, int rank, int status)
+{
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return;
+    /* Later deaths are usually our own SIGTERM/SIGKILL at work. */
+    if (l->failure.rank < 0)
+        l->failure = (struct failure){.rank = rank, .wait_status = status};
+    if (!l->stopping)
+        begin_stop(l, SIGTERM);
+}
+
+static int rank_of_pid(const struct launcher *l, pid_t pid)
+{
+    for (int i = 0; i < l->opt.nranks; i++)
+        if (l->ranks[i].pid == pid)
+            return i;
+    return -1;
+}
+
+/* SIGCHLDs merge, so one signal may stand for many exits: loop. */
+static void reap_children(struct launcher *l)
+{
+    int status;
+    pid_t pid;
+
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        int i = rank_of_pid(l, pid);
+
+        if (i < 0)
+            continue;
+        l->ranks[i].pid = 0;
+        l->live--;
+        note_exit(l, i, status);
+    }
+    if (l->live == 0 && l->open_streams > 0 && l->drain_until_ms == 0)
+        l->drain_until_ms = now_ms() + DRAIN_MS;
+}
+
+static void handle_signals(struct launcher *l)
+{
+    struct signalfd_siginfo info;
+    bool child_exited = false;
+
+    while (read(l->signal_fd, &info, sizeof info) == sizeof info) {
+        if (info.ssi_signo == SIGCHLD)
+            child_exited = true;
+        else
+            begin_stop(l, (int)info.ssi_signo);
+    }
+    if (child_exited)
+        reap_children(l);
+}
+
+static void handle_deadlines(struct launcher *l)
+{
+    int64_t now = now_ms();
+
+    if (l->stopping && !l->killed && l->live > 0 && now >= l->kill_at_ms) {
+        signal_all(l, SIGKILL);
+        l->killed = true;
+    }
+    if (l->live == 0 && l->drain_until_ms != 0 && now >= l->drain_until_ms)
+        drain_all_now(l);
+}
+
+static int poll_timeout(const struct launcher *l)
+{
+    int64_t deadline = -1;
+
+    if (l->stopping && !l->killed && l->live > 0)
+        deadline = l->kill_at_ms;
+    if (l->live == 0 && l->drain_until_ms != 0)
+        deadline = l->drain_until_ms;
+    if (deadline < 0)
+        return -1;
+    int64_t left = deadline - now_ms();
+    if (left < 0)
+        return 0;
+    return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+static nfds_t build_poll_set(struct launcher *l)
+{
+    nfds_t n = 0;
+
+    l->pfds[n++] = (struct pollfd){.fd = l->signal_fd, .events = POLLIN};
+    for (int i = 0; i < l->opt.nranks; i++) {
+        struct stream *pair[2] = {&l->ranks[i].out, &l->ranks[i].err};
+
+        for (int k = 0; k < 2; k++) {
+            if (pair[k]->fd < 0)
+                continue;
+            l->polled[n - 1] = pair[k];
+            l->pfds[n++] = (struct pollfd){.fd = pair[k]->fd, .events = POLLIN};
+        }
+    }
+    return n;
+}
+
+/*
+ * Runs until every rank is reaped and every pipe closed.  Returns 0, or
+ * -1 if poll itself broke (then the ranks have been SIGKILLed).
+ */
+static int run_loop(struct launcher *l)
+{
+    while (l->live > 0 || l->open_streams > 0) {
+        nfds_t n = build_poll_set(l);
+
+        if (poll(l->pfds, n, poll_timeout(l)) < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == ENOMEM)
+                continue;
+            fprintf(stderr, "tide-run: poll: %s\n", strerror(errno));
+            signal_all(l, SIGKILL);
+            return -1;
+        }
+        if (l->pfds[0].revents != 0)
+            handle_signals(l);
+        /* One read per pipe per pass, so no rank can starve others. */
+        for (nfds_t k = 1; k < n; k++)
+            if (l->pfds[k].revents != 0 && l->polled[k - 1]->fd >= 0)
+                stream_read(l, l->polled[k - 1]);
+        handle_deadlines(l);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------- main */
+
+/* Prints the one line about the cause and returns our exit status. */
+static int report_failure(const struct failure *f)
+{
+    int st = f->wait_status;
+
+    if (f->rank < 0)
+        return 0;
+    if (f->spawn_errno != 0) {
+        fprintf(stderr, "tide-run: cannot start rank %d: %s\n", f->rank, strerror(f->spawn_errno));
+        return EXIT_FAILURE_LAUNCHER;
+    }
+    if (WIFEXITED(st)) {
+        fprintf(stderr, "tide-run: rank %d exited with status %d\n", f->rank, WEXITSTATUS(st));
+        return WEXITSTATUS(st);
+    }
+    fprintf(stderr, "tide-run: rank %d was killed by signal %d (%s)\n", f->rank, WTERMSIG(st),
+            strsignal(WTERMSIG(st)));
+    return 128 + WTERMSIG(st);
+}
+
+/*
+ * If we were started with fd 0, 1 or 2 closed, a pipe could land there
+ * and be clobbered by dup2 in a child.  Fill the gaps with /dev/null.
+ */
+static void ensure_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
+            open("/dev/null", O_RDWR);
+}
+
+/*
+ * Two pipes per rank can pass the usual soft limit of 1024 fds.  The old
+ * limit is kept for the children: select() breaks past 1024.
+ */
+static void raise_fd_limit(struct launcher *l)
+{
+    struct rlimit lim;
+    rlim_t need = (rlim_t)l->opt.nranks * 2 + 32;
+
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0)
+        return;
+    l->child_nofile = lim;
+    if (lim.rlim_cur >= need)
+        return;
+    lim.rlim_cur = lim.rlim_max < need ? lim.rlim_max : need;
+    setrlimit(RLIMIT_NOFILE, &lim);
+}
+
+/* Allocates the buffers and takes over the signals.  0 or -1. */
+static int launcher_init(struct launcher *l)
+{
+    int n = l->opt.nranks;
+    sigset_t handled;
+    struct sigaction ignore = {.sa_handler = SIG_IGN};
+
+    l->signal_fd = -1;
+    l->failure.rank = -1;
+    l->ranks = calloc((size_t)n, sizeof *l->ranks);
+    l->scratch = malloc(PREFIX_CAP + LINE_CAP + 1);
+    l->pfds = calloc((size_t)n * 2 + 1, sizeof *l->pfds);
+    l->polled = calloc((size_t)n * 2, sizeof *l->polled);
+    if (!l->ranks || !l->scratch || !l->pfds || !l->polled)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        struct rank *r = &l->ranks[i];
+
+        r->out = (struct stream){.fd = -1, .rank = i, .out_fd = 1};
+        r->err = (struct stream){.fd = -1, .rank = i, .out_fd = 2};
+        if (l->opt.no_prefix)
+            continue;
+        r->out.buf = malloc(LINE_CAP);
+        r->err.buf = malloc(LINE_CAP);
+        if (!r->out.buf || !r->err.buf)
+            return -1;
+    }
+    /* Blocked before any fork, so no SIGCHLD can slip past. */
+    sigemptyset(&handled);
+    sigaddset(&handled, SIGCHLD);
+    sigaddset(&handled, SIGINT);
+    sigaddset(&handled, SIGTERM);
+    if (sigprocmask(SIG_BLOCK, &handled, &l->child_mask) != 0)
+        return -1;
+    l->signal_fd = signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (l->signal_fd < 0)
+        return -1;
+    /* A closed stdout must show up as EPIPE, not kill the launcher. */
+    if (sigaction(SIGPIPE, &ignore, &l->child_sigpipe) != 0)
+        return -1;
+    if (!l->opt.no_prefix)
+        raise_fd_limit(l);
+    return 0;
+}
+
+static void launcher_free(struct launcher *l)
+{
+    for (int i = 0; l->ranks != NULL && i < l->opt.nranks; i++) {
+        free(l->ranks[i].out.buf);
+        free(l->ranks[i].err.buf);
+    }
+    free(l->ranks);
+    free(l->scratch);
+    free(l->pfds);
+    free(l->polled);
+    if (l->signal_fd >= 0)
+        close(l->signal_fd);
+}
+
+int main(int argc, char **argv)
+{
+    struct launcher l = {0};
+
+    ensure_std_fds();
+    switch (parse_args(argc, argv, &l.opt)) {
+    case PARSE_HELP:
+        fputs(help_text, stdout);
+        return 0;
+    case PARSE_ERROR:
+        return EXIT_USAGE;
+    case PARSE_RUN:
+        break;
+    }
+    int err = find_program(l.opt.program[0]);
+    if (err != 0) {
+        fprintf(stderr, "tide-run: cannot run %s: %s\n", l.opt.program[0], strerror(err));
+        return EXIT_USAGE;
+    }
+    if (setup_environment(&l.opt) != 0)
+        return EXIT_USAGE;
+    if (launcher_init(&l) != 0) {
+        fprintf(stderr, "tide-run: cannot start: %s\n", strerror(errno));
+        launcher_free(&l);
+        return EXIT_FAILURE_LAUNCHER;
+    }
+    spawn_all(&l);
+    int status = run_loop(&l) == 0 ? report_failure(&l.failure) : EXIT_FAILURE_LAUNCHER;
+    launcher_free(&l);
+    return status;
+}
