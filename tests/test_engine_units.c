@@ -182,8 +182,8 @@ static void match_is_fifo_per_key(void **state)
     assert_null(tide__match_take_posted(&mq, &f));
     assert_true(tide__match_remove_posted(&mq, &m2));
     assert_false(tide__match_remove_posted(&mq, &m2));
-    assert_null(mq.posted_head);
-    assert_null(mq.posted_tail);
+    assert_null(mq.posted.head);
+    assert_null(mq.posted.tail);
 }
 
 static void match_checks_length_and_signature(void **state)

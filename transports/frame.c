@@ -3,38 +3,11 @@
  * engine believes a byte of it; the parser fuzzer targets this file. */
 #include "transports/frame.h"
 #include "tide.h"
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
+#include "transports/wire_bytes.h"
 
 void tide__frame_encode(const struct tide__frame *f, uint8_t out[TIDE_FRAME_HDR_SIZE])
 {
-    put32(out + 0, TIDE_FRAME_MAGIC);
+    tide__put32(out + 0, TIDE_FRAME_MAGIC);
     out[4] = TIDE_FRAME_VERSION;
     out[5] = f->type;
     out[6] = f->kind;
@@ -42,29 +15,29 @@ void tide__frame_encode(const struct tide__frame *f, uint8_t out[TIDE_FRAME_HDR_
     out[8] = f->redop;
     out[9] = f->flags;
     out[10] = out[11] = 0;
-    put32(out + 12, f->comm_id);
-    put32(out + 16, f->tag);
-    put32(out + 20, (uint32_t)f->root);
-    put64(out + 24, f->seq);
-    put64(out + 32, f->len);
-    put64(out + 40, f->count);
+    tide__put32(out + 12, f->comm_id);
+    tide__put32(out + 16, f->tag);
+    tide__put32(out + 20, (uint32_t)f->root);
+    tide__put64(out + 24, f->seq);
+    tide__put64(out + 32, f->len);
+    tide__put64(out + 40, f->count);
 }
 
 int tide__frame_decode(const uint8_t in[TIDE_FRAME_HDR_SIZE], struct tide__frame *f)
 {
-    if (get32(in) != TIDE_FRAME_MAGIC || in[4] != TIDE_FRAME_VERSION)
+    if (tide__get32(in) != TIDE_FRAME_MAGIC || in[4] != TIDE_FRAME_VERSION)
         return TIDE_EPROTO;
     f->type = in[5];
     f->kind = in[6];
     f->dtype = in[7];
     f->redop = in[8];
     f->flags = in[9];
-    f->comm_id = get32(in + 12);
-    f->tag = get32(in + 16);
-    f->root = (int32_t)get32(in + 20);
-    f->seq = get64(in + 24);
-    f->len = get64(in + 32);
-    f->count = get64(in + 40);
+    f->comm_id = tide__get32(in + 12);
+    f->tag = tide__get32(in + 16);
+    f->root = (int32_t)tide__get32(in + 20);
+    f->seq = tide__get64(in + 24);
+    f->len = tide__get64(in + 32);
+    f->count = tide__get64(in + 40);
     if (f->type != TIDE_FRAME_DATA)
         return TIDE_EPROTO;
     if (f->kind == 0 || f->kind >= TIDE_KIND_MAX_)

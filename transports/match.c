@@ -9,17 +9,11 @@
 tide__msg *tide__match_take_posted(struct tide__match *mq, const struct tide__frame *f)
 {
     tide__msg *prev = NULL;
-    for (tide__msg *m = mq->posted_head; m; prev = m, m = m->next) {
-        if (!tide__frame_same_key(&m->hdr, f))
-            continue;
-        if (prev)
-            prev->next = m->next;
-        else
-            mq->posted_head = m->next;
-        if (mq->posted_tail == m)
-            mq->posted_tail = prev;
-        m->next = NULL;
-        return m;
+    for (tide__msg *m = mq->posted.head; m; prev = m, m = m->next) {
+        if (tide__frame_same_key(&m->hdr, f)) {
+            tide__msgq_unlink(&mq->posted, prev, m);
+            return m;
+        }
     }
     return NULL;
 }
@@ -44,12 +38,7 @@ struct tide__unexp *tide__match_take_unexpected(struct tide__match *mq, const ti
 
 void tide__match_post(struct tide__match *mq, tide__msg *m)
 {
-    m->next = NULL;
-    if (mq->posted_tail)
-        mq->posted_tail->next = m;
-    else
-        mq->posted_head = m;
-    mq->posted_tail = m;
+    tide__msgq_push(&mq->posted, m);
 }
 
 void tide__match_add_unexpected(struct tide__match *mq, struct tide__unexp *ux)
@@ -64,20 +53,7 @@ void tide__match_add_unexpected(struct tide__match *mq, struct tide__unexp *ux)
 
 bool tide__match_remove_posted(struct tide__match *mq, tide__msg *m)
 {
-    tide__msg *prev = NULL;
-    for (tide__msg *p = mq->posted_head; p; prev = p, p = p->next) {
-        if (p != m)
-            continue;
-        if (prev)
-            prev->next = p->next;
-        else
-            mq->posted_head = p->next;
-        if (mq->posted_tail == p)
-            mq->posted_tail = prev;
-        p->next = NULL;
-        return true;
-    }
-    return false;
+    return tide__msgq_remove(&mq->posted, m);
 }
 
 bool tide__match_remove_unexpected(struct tide__match *mq, struct tide__unexp *ux)

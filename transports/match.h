@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "transports/msgq.h"
 #include "transports/transport.h"
 
 struct tide__unexp {
@@ -22,7 +23,7 @@ struct tide__unexp {
 };
 
 struct tide__match {
-    tide__msg *posted_head, *posted_tail;
+    struct tide__msgq posted;
     struct tide__unexp *ux_head, *ux_tail;
 };
 

@@ -4,6 +4,7 @@
  * functions, which is what the fuzzer targets.  All crypto is libsodium's. */
 #include "transports/tcp/handshake.h"
 #include "tide.h"
+#include "transports/wire_bytes.h"
 
 #include <string.h>
 
@@ -13,20 +14,6 @@ static const uint8_t magic_hello[8] = {'T', 'I', 'D', 'E', 'H', 'E', 'L', 'O'};
 static const uint8_t magic_challenge[8] = {'T', 'I', 'D', 'E', 'C', 'H', 'A', 'L'};
 static const uint8_t magic_proof[8] = {'T', 'I', 'D', 'E', 'P', 'R', 'O', 'F'};
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
 void tide__hs_key_derive(const char *token, uint8_t key[TIDE_HS_KEY_SIZE])
 {
     crypto_hash_sha256(key, (const unsigned char *)token, strlen(token));
@@ -35,11 +22,11 @@ void tide__hs_key_derive(const char *token, uint8_t key[TIDE_HS_KEY_SIZE])
 void tide__hs_hello_encode(const struct tide__hello *h, uint8_t out[TIDE_HS_HELLO_SIZE])
 {
     memcpy(out, magic_hello, 8);
-    put32(out + 8, h->version);
-    put32(out + 12, h->world);
-    put32(out + 16, h->from_rank);
-    put32(out + 20, h->to_rank);
-    put32(out + 24, h->purpose);
+    tide__put32(out + 8, h->version);
+    tide__put32(out + 12, h->world);
+    tide__put32(out + 16, h->from_rank);
+    tide__put32(out + 20, h->to_rank);
+    tide__put32(out + 24, h->purpose);
     memcpy(out + 28, h->nonce, TIDE_HS_NONCE_SIZE);
 }
 
@@ -47,11 +34,11 @@ int tide__hs_hello_decode(const uint8_t *in, size_t len, struct tide__hello *out
 {
     if (len != TIDE_HS_HELLO_SIZE || memcmp(in, magic_hello, 8) != 0)
         return TIDE_EPROTO;
-    out->version = get32(in + 8);
-    out->world = get32(in + 12);
-    out->from_rank = get32(in + 16);
-    out->to_rank = get32(in + 20);
-    out->purpose = get32(in + 24);
+    out->version = tide__get32(in + 8);
+    out->world = tide__get32(in + 12);
+    out->from_rank = tide__get32(in + 16);
+    out->to_rank = tide__get32(in + 20);
+    out->purpose = tide__get32(in + 24);
     memcpy(out->nonce, in + 28, TIDE_HS_NONCE_SIZE);
     if (out->version != TIDE_HS_VERSION)
         return TIDE_EPROTO;

@@ -32,7 +32,7 @@ void tcp_conn_lost(struct tcp_conn *c, const char *fmt, ...)
     c->lost = c->lost_buf;
     /* A peer that closes while we expect nothing from it has most likely
      * just finished; only a loss that fails work deserves a warning. */
-    bool pending = c->sq_head || c->ntx || c->mq.posted_head || c->in_frame;
+    bool pending = c->sq.head || c->ntx || c->mq.posted.head || c->in_frame;
     int level = c->tp->aborting ? TIDE_LOG_DEBUG : pending ? TIDE_LOG_WARN : TIDE_LOG_INFO;
     tide__log(level, c->tp->rank, "lost rank %d: %s", c->peer, c->lost);
     /* Makes the kernel finish our pending send and receive at once. */

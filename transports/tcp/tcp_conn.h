@@ -38,7 +38,7 @@ struct tcp_conn {
     char lost_buf[160];
 
     /* sending */
-    tide__msg *sq_head, *sq_tail;          /* queued, not yet in the kernel */
+    struct tide__msgq sq;                  /* queued, not yet in the kernel */
     tide__msg *tx[TCP_TX_BATCH];           /* in the kernel, in stream order */
     size_t tx_end[TCP_TX_BATCH];           /* stream offset where each ends */
     unsigned ntx, tx_next;                 /* batch size; next to complete */

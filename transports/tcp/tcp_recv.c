@@ -273,9 +273,6 @@ void tcp_recv_fail_all(struct tcp_conn *c)
 {
     struct tide__ctx *ctx = c->tp->base.ctx;
     tide__msg *m;
-    while ((m = c->mq.posted_head)) {
-        c->mq.posted_head = m->next;
+    while ((m = tide__msgq_pop(&c->mq.posted)))
         tide__msg_done(ctx, m, TIDE_EPEER);
-    }
-    c->mq.posted_tail = NULL;
 }

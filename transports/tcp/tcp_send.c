@@ -40,16 +40,13 @@ static void add_iov(struct tcp_conn *c, void *base, size_t len)
 /* Move up to a batch of queued messages into the kernel. */
 static void start_batch(struct tcp_conn *c)
 {
-    if (c->tx_busy || !c->sq_head || c->lost)
+    if (c->tx_busy || !c->sq.head || c->lost)
         return;
     c->ntx = c->tx_next = 0;
     c->tx_iov_first = c->tx_iov_n = 0;
     c->tx_sent = c->tx_total = 0;
-    while (c->sq_head && c->ntx < TCP_TX_BATCH) {
-        tide__msg *m = c->sq_head;
-        c->sq_head = m->next;
-        if (!c->sq_head)
-            c->sq_tail = NULL;
+    while (c->sq.head && c->ntx < TCP_TX_BATCH) {
+        tide__msg *m = tide__msgq_pop(&c->sq);
         unsigned i = c->ntx++;
         m->hdr.len = m->len;
         tide__frame_encode(&m->hdr, c->tx_hdr[i]);
@@ -124,29 +121,14 @@ void tcp_send_post(struct tcp_conn *c, tide__msg *m)
         tide__msg_done(c->tp->base.ctx, m, TIDE_EPEER);
         return;
     }
-    m->next = NULL;
-    if (c->sq_tail)
-        c->sq_tail->next = m;
-    else
-        c->sq_head = m;
-    c->sq_tail = m;
+    tide__msgq_push(&c->sq, m);
     start_batch(c);
 }
 
 int tcp_send_withdraw(struct tcp_conn *c, tide__msg *m, bool stalled)
 {
-    tide__msg *prev = NULL;
-    for (tide__msg *q = c->sq_head; q; prev = q, q = q->next) {
-        if (q != m)
-            continue;
-        if (prev)
-            prev->next = q->next;
-        else
-            c->sq_head = q->next;
-        if (c->sq_tail == q)
-            c->sq_tail = prev;
+    if (tide__msgq_remove(&c->sq, m))
         return 0;
-    }
     /* In the kernel, possibly half on the wire: it must finish or the
      * connection must go. */
     if (stalled)
@@ -157,12 +139,9 @@ int tcp_send_withdraw(struct tcp_conn *c, tide__msg *m, bool stalled)
 void tcp_send_fail_all(struct tcp_conn *c)
 {
     struct tide__ctx *ctx = c->tp->base.ctx;
-    while (c->sq_head) {
-        tide__msg *m = c->sq_head;
-        c->sq_head = m->next;
+    tide__msg *m;
+    while ((m = tide__msgq_pop(&c->sq)))
         tide__msg_done(ctx, m, TIDE_EPEER);
-    }
-    c->sq_tail = NULL;
     if (!c->tx_busy)
         fail_batch(c);
 }
