@@ -55,6 +55,7 @@ static struct tide__ctx *ctx_new(const tide_config *cfg)
     tide__mpsc_init(&ctx->cmds);
     tide__timer_heap_init(&ctx->timers);
     pthread_mutex_init(&ctx->pool_lock, NULL);
+    pthread_mutex_init(&ctx->drive_lock, NULL);
     ctx->wake_fd = eventfd(0, EFD_CLOEXEC);
     ctx->world.ctx = ctx;
     ctx->world.id = 1;
@@ -74,6 +75,7 @@ void tide__ctx_unref(struct tide__ctx *ctx)
         return;
     tide__req_pool_free(ctx);
     pthread_mutex_destroy(&ctx->pool_lock);
+    pthread_mutex_destroy(&ctx->drive_lock);
     tide__timer_heap_free(&ctx->timers);
     close(ctx->wake_fd);
     free(ctx);

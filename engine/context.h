@@ -4,8 +4,11 @@
  * Ownership and threads, in one place:
  *   - A context is made by tide_init and freed by tide_finalize.  Its
  *     reactor, timers, transport and the lists of live requests belong to
- *     the reactor thread (the progress thread, or in inline mode the one
- *     thread that uses the communicator).
+ *     whoever drives the reactor: in thread mode the holder of drive_lock
+ *     (the progress thread, or a caller waiting in tide_wait, which takes
+ *     over so a round trip needs no thread hand-off), in inline mode the
+ *     one thread that uses the communicator.  "Reactor thread" below means
+ *     that holder.
  *   - User threads reach the reactor only through the command queue
  *     (mpsc.h) plus a wake-up, and read request results through the
  *     request's atomic state word.
@@ -104,6 +107,9 @@ struct tide__ctx {
     bool inline_mode;
 
     /* progress */
+    pthread_mutex_t drive_lock; /* thread mode: its holder drives the reactor */
+    _Atomic uint32_t waiters;   /* thread mode: callers inside tide_wait */
+    _Atomic uint64_t last_wait_ns; /* when a caller last left tide_wait */
     pthread_t thread;
     bool thread_started;
     struct tide__mpsc cmds;
@@ -193,6 +199,21 @@ int tide__progress_start(struct tide__ctx *ctx);
 
 /* Any thread: hand a command to the reactor and wake it if it sleeps. */
 void tide__progress_submit(struct tide__ctx *ctx, struct tide__cmd *cmd);
+
+/* Any thread: run a START or CALLBACK command now if nobody else is
+ * driving the reactor, else queue it. */
+void tide__progress_run_or_queue(struct tide__ctx *ctx, struct tide__cmd *cmd);
+
+/* Take the right to drive the reactor (always granted in inline mode);
+ * false when another thread has it.  tide__progress_release hands it
+ * back, after pushing out what the holder queued for the kernel. */
+bool tide__progress_try_drive(struct tide__ctx *ctx);
+void tide__progress_release(struct tide__ctx *ctx);
+
+/* The holder of the drive right: turn until req completes or deadline,
+ * spinning until spin_end, then sleeping in the ring. */
+void tide__progress_drive_until(struct tide__ctx *ctx, tide_req *req, uint64_t deadline,
+                                uint64_t spin_end);
 
 /* Any thread: submit an ABORT/STOP command and wait until it is handled. */
 void tide__progress_command_sync(struct tide__ctx *ctx, enum tide__cmd_kind kind);

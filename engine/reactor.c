@@ -32,11 +32,12 @@ static void explain_unavailable(int rc, char *err, size_t errlen)
              strerror(-rc));
 }
 
-int tide__reactor_init(struct tide__reactor *r, char *err, size_t errlen)
+int tide__reactor_init(struct tide__reactor *r, bool shared, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
     int rc = -EINVAL;
-    for (size_t i = 0; i < sizeof ring_modes / sizeof ring_modes[0]; i++) {
+    size_t n = sizeof ring_modes / sizeof ring_modes[0];
+    for (size_t i = shared ? n - 1 : 0; i < n; i++) {
         struct io_uring_params p;
         memset(&p, 0, sizeof p);
         p.flags = ring_modes[i].flags | IORING_SETUP_CQSIZE;
@@ -122,4 +123,16 @@ int tide__reactor_run(struct tide__reactor *r, uint64_t wait_ns)
     for (unsigned i = 0; i < n; i++)
         done[i].uop->complete(done[i].uop, done[i].res);
     return (int)n;
+}
+
+void tide__reactor_sleep(struct tide__reactor *r, uint64_t wait_ns)
+{
+    struct __kernel_timespec ts = {
+        .tv_sec = (long long)(wait_ns / 1000000000ull),
+        .tv_nsec = (long long)(wait_ns % 1000000000ull),
+    };
+    struct io_uring_getevents_arg arg = {.ts = (uint64_t)(uintptr_t)&ts};
+    /* to_submit 0: the submission ring belongs to whoever drives. */
+    io_uring_enter2(r->ring.ring_fd, 0, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+                    (sigset_t *)&arg, sizeof arg);
 }

@@ -8,6 +8,7 @@
 #define TIDE_REACTOR_H
 
 #include <liburing.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,11 +23,15 @@ struct tide__reactor {
     const char *flags_name; /* which ring flags the kernel accepted */
 };
 
-/* Create the ring on the calling thread (which then owns it), trying
- * SINGLE_ISSUER|DEFER_TASKRUN, then COOP_TASKRUN, then no flags.
+/* Create the ring.  A ring used by one thread only tries
+ * SINGLE_ISSUER|DEFER_TASKRUN, then COOP_TASKRUN, then no flags.  A
+ * shared ring (several threads take turns driving it, one at a time,
+ * under the caller's lock) uses no flags: the kernel then runs the
+ * completion work of a submitting thread at once, even while that thread
+ * computes, so operations keep moving in the background.
  * Returns 0, or TIDE_ENOSYS with a message in err when io_uring is
  * unavailable (old kernel, seccomp, kernel.io_uring_disabled). */
-int tide__reactor_init(struct tide__reactor *r, char *err, size_t errlen);
+int tide__reactor_init(struct tide__reactor *r, bool shared, char *err, size_t errlen);
 
 /* Write-once process-wide probe: can this process create a ring at all?
  * 0, or TIDE_ENOSYS with the reason in err. */
@@ -42,5 +47,10 @@ struct io_uring_sqe *tide__reactor_sqe(struct tide__reactor *r, struct tide__uop
  * wait; UINT64_MAX: no limit), and run the completions that are ready,
  * at most a bounded batch.  Returns how many ran (>= 0). */
 int tide__reactor_run(struct tide__reactor *r, uint64_t wait_ns);
+
+/* Sleep until a completion is ready or wait_ns passed, without touching
+ * the submission or completion rings: safe while another thread holds
+ * the right to drive the ring. */
+void tide__reactor_sleep(struct tide__reactor *r, uint64_t wait_ns);
 
 #endif

@@ -150,13 +150,9 @@ static void start(tide_req *req)
 int tide__req_submit(tide_req *req)
 {
     struct tide__ctx *ctx = req->ctx;
-    if (ctx->inline_mode) {
-        start(req);
-        return 0;
-    }
     req->start_cmd.kind = TIDE_CMD_START;
     req->start_cmd.req = req;
-    tide__progress_submit(ctx, &req->start_cmd);
+    tide__progress_run_or_queue(ctx, &req->start_cmd);
     return 0;
 }
 
@@ -353,13 +349,9 @@ int tide_req_on_complete(tide_req *req, void (*fn)(tide_req *, void *), void *ar
     req->cb_new = fn;
     req->cb_new_arg = arg;
     atomic_fetch_add(&req->refs, 1);
-    if (req->ctx->inline_mode) {
-        tide__req_attach_callback(req);
-        return 0;
-    }
     req->cb_cmd.kind = TIDE_CMD_CALLBACK;
     req->cb_cmd.req = req;
-    tide__progress_submit(req->ctx, &req->cb_cmd);
+    tide__progress_run_or_queue(req->ctx, &req->cb_cmd);
     return 0;
 }
 

@@ -19,47 +19,39 @@ static uint64_t deadline_after_ms(int timeout_ms)
     return tide__now_ns() + (uint64_t)timeout_ms * TIDE_NS_PER_MS;
 }
 
-static int wait_thread(tide_req *req, uint64_t deadline)
+/* Nobody else can drive: sleep on the request's word, briefly. */
+static void sleep_on(tide_req *req, uint64_t deadline)
 {
-    uint64_t spin_end = tide__now_ns() + req->ctx->spin_ns;
-    for (unsigned i = 0; !is_done(req); i++) {
-        tide__cpu_relax();
-        if ((i & 63) == 0 && tide__now_ns() >= spin_end)
-            break;
-    }
-    while (!is_done(req)) {
-        uint64_t now = tide__now_ns();
-        if (now >= deadline)
-            return TIDE_ETIMEDOUT;
-        uint32_t expected = TIDE_REQ_PENDING;
-        atomic_compare_exchange_strong(&req->state, &expected, TIDE_REQ_WAITER);
-        if (expected & TIDE_REQ_DONE)
-            break;
-        /* Sleep in slices of at most a second so a lost wake-up (which
-         * should not happen) costs a second, not forever. */
-        uint64_t slice = deadline - now;
-        if (slice > TIDE_NS_PER_S)
-            slice = TIDE_NS_PER_S;
-        tide__futex_wait(&req->state, TIDE_REQ_WAITER, slice);
-    }
-    return req->status;
+    uint64_t now = tide__now_ns();
+    if (now >= deadline)
+        return;
+    uint32_t expected = TIDE_REQ_PENDING;
+    atomic_compare_exchange_strong(&req->state, &expected, TIDE_REQ_WAITER);
+    if (expected & TIDE_REQ_DONE)
+        return;
+    /* Short slices: the driver may let go, and then we take over. */
+    uint64_t slice = deadline - now < TIDE_NS_PER_MS ? deadline - now : TIDE_NS_PER_MS;
+    tide__futex_wait(&req->state, TIDE_REQ_WAITER, slice);
 }
 
-static int wait_inline(tide_req *req, uint64_t deadline)
+static int wait_driving(tide_req *req, uint64_t deadline)
 {
     struct tide__ctx *ctx = req->ctx;
     uint64_t spin_end = tide__now_ns() + ctx->spin_ns;
     for (;;) {
-        tide__progress_turn(ctx, 0);
         if (is_done(req))
             return req->status;
         uint64_t now = tide__now_ns();
         if (now >= deadline)
             return TIDE_ETIMEDOUT;
-        if (now < spin_end)
-            continue;
-        uint64_t limit = deadline == UINT64_MAX ? UINT64_MAX : deadline - now;
-        tide__progress_turn(ctx, tide__progress_wait_budget(ctx, limit));
+        if (tide__progress_try_drive(ctx)) {
+            tide__progress_drive_until(ctx, req, deadline, spin_end);
+            tide__progress_release(ctx);
+        } else if (now < spin_end) {
+            tide__cpu_relax();
+        } else {
+            sleep_on(req, deadline);
+        }
     }
 }
 
@@ -69,18 +61,26 @@ int tide_wait(tide_req *req, int timeout_ms)
         return TIDE_EINVAL;
     if (is_done(req))
         return req->status;
+    struct tide__ctx *ctx = req->ctx;
     uint64_t deadline = deadline_after_ms(timeout_ms);
-    if (req->ctx->inline_mode)
-        return wait_inline(req, deadline);
-    return wait_thread(req, deadline);
+    if (ctx->inline_mode)
+        return wait_driving(req, deadline);
+    /* Announce ourselves so the progress thread parks and we drive. */
+    atomic_fetch_add(&ctx->waiters, 1);
+    int rc = wait_driving(req, deadline);
+    atomic_store(&ctx->last_wait_ns, tide__now_ns());
+    atomic_fetch_sub(&ctx->waiters, 1);
+    return rc;
 }
 
 int tide_test(tide_req *req, int *done)
 {
     if (!req || !done)
         return TIDE_EINVAL;
-    if (!is_done(req) && req->ctx->inline_mode)
+    if (!is_done(req) && tide__progress_try_drive(req->ctx)) {
         tide__progress_turn(req->ctx, 0);
+        tide__progress_release(req->ctx);
+    }
     if (!is_done(req)) {
         *done = 0;
         return 0;

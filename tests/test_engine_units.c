@@ -272,7 +272,7 @@ static void reactor_ring_comes_up(void **state)
 {
     struct tide__reactor r;
     char err[256] = "";
-    int rc = tide__reactor_init(&r, err, sizeof err);
+    int rc = tide__reactor_init(&r, false, err, sizeof err);
     if (rc == TIDE_ENOSYS)
         skip(); /* no io_uring here: the kernel can't, not a failure */
     assert_int_equal(rc, 0);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -207,6 +208,50 @@ static void bad_arguments(tide_comm *comm, void *arg)
     EXPECT_OK(tide_barrier(comm));
 }
 
+/* Thread progress moves data while the caller computes: rank 0 posts a
+ * 64 MiB send and then spins for 400 ms without a single tide call; rank
+ * 1 must have the whole message long before rank 0 looks again. */
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void background_progress(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm);
+    size_t bytes = 64u << 20;
+    char *buf = malloc(bytes);
+    EXPECT(buf, "malloc");
+    memset(buf, r == 0 ? 0x5a : 0, bytes);
+    EXPECT_OK(tide_barrier(comm));
+    tide_req *req;
+    if (r == 0) {
+        EXPECT_OK(tide_isend(comm, buf, bytes, 1, 1, &req));
+        double until = mono_s() + 0.4;
+        volatile double x = 1;
+        while (mono_s() < until)
+            x = x * 1.0000001 + 1e-9; /* compute; no tide call */
+        EXPECT_OK(tide_wait(req, 5000));
+    } else {
+        double t0 = mono_s();
+        EXPECT_OK(tide_irecv(comm, buf, bytes, 0, 1, &req));
+        EXPECT_OK(tide_wait(req, 5000));
+        double took = mono_s() - t0;
+        EXPECT(took < 0.3, "the message took %.3f s: it waited for the sender's compute", took);
+        EXPECT(buf[0] == 0x5a && buf[bytes - 1] == 0x5a, "payload");
+    }
+    tide_req_free(req);
+    free(buf);
+    EXPECT_OK(tide_barrier(comm));
+}
+
+static void thread_progress_runs_in_background(void **state)
+{
+    assert_int_equal(harness_run(2, NULL, background_progress, NULL), 0);
+}
+
 /* ---- the table: every body x progress mode x rank count ---- */
 
 struct scenario {
@@ -248,6 +293,7 @@ int main(void)
         cmocka_unit_test(single_rank),    cmocka_unit_test(thread_2_ranks),
         cmocka_unit_test(thread_3_ranks), cmocka_unit_test(thread_4_ranks),
         cmocka_unit_test(inline_2_ranks), cmocka_unit_test(inline_3_ranks),
+        cmocka_unit_test(thread_progress_runs_in_background),
     };
     return cmocka_run_group_tests_name("p2p over tcp", tests, NULL, NULL);
 }
