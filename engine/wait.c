@@ -1,8 +1,11 @@
 /* wait.c - tide_wait and tide_test: how a caller learns that a request
- * completed.  Spin briefly (small-message latency lives on it: ~9 us
- * round trips when spinning against ~60 us when sleeping, measured on
- * this project's machines), then sleep: on the request's futex word in
- * thread mode, inside io_uring_enter in inline mode. */
+ * completed.  A waiting caller drives the reactor itself when it can take
+ * the drive right (always in inline mode; in thread mode the progress
+ * thread parks while anyone waits): spinning first (small-message latency
+ * lives on it: ~9 us round trips spinning against ~60 us sleeping,
+ * measured on this project's machines), then sleeping in io_uring_enter.
+ * A caller that finds another thread driving spins, then sleeps on the
+ * request's futex word in short slices and tries again. */
 #include "engine/clock.h"
 #include "engine/context.h"
 #include "engine/waiter.h"
