@@ -27,6 +27,7 @@
 #include "engine/reactor.h"
 #include "engine/timer_heap.h"
 #include "tide.h"
+#include "transports/msgq.h"
 #include "transports/transport.h"
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
@@ -129,7 +130,7 @@ struct tide__ctx {
     struct tide__transport *tp;
     tide_req *active;         /* started, not finished */
     unsigned nactive;
-    tide__msg *done_head, *done_tail; /* completed messages to deliver */
+    struct tide__msgq done;   /* completed messages to deliver */
     int broken;               /* 0, or why every new operation fails */
 
     /* request pools (any thread, under pool_lock) */

@@ -215,12 +215,7 @@ void tide__msg_done(struct tide__ctx *ctx, tide__msg *m, int status)
 {
     m->status = status;
     m->completed = 1;
-    m->next = NULL;
-    if (ctx->done_tail)
-        ctx->done_tail->next = m;
-    else
-        ctx->done_head = m;
-    ctx->done_tail = m;
+    tide__msgq_push(&ctx->done, m);
 }
 
 void tide__req_succeed(tide_req *req)
@@ -286,10 +281,7 @@ int tide__ctx_deliver(struct tide__ctx *ctx)
 {
     int n = 0;
     tide__msg *m;
-    while ((m = ctx->done_head)) {
-        ctx->done_head = m->next;
-        if (!ctx->done_head)
-            ctx->done_tail = NULL;
+    while ((m = tide__msgq_pop(&ctx->done))) {
         n++;
         tide_req *req = m->req;
         unlink_msg(req, m);
