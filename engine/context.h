@@ -140,6 +140,13 @@ struct tide__ctx {
     tide_comm world;
 };
 
+/* Any thread: has req completed?  (An acquire: its status and message
+ * are then visible.) */
+static inline bool tide__req_is_done(const tide_req *req)
+{
+    return atomic_load_explicit(&((tide_req *)req)->state, memory_order_acquire) & TIDE_REQ_DONE;
+}
+
 /* ---- request.c: the life of a request ---- */
 
 /* Allocate a request of `size` bytes (>= sizeof(tide_req)) for comm,

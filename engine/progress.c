@@ -185,11 +185,6 @@ void tide__progress_run_or_queue(struct tide__ctx *ctx, struct tide__cmd *cmd)
     tide__progress_release(ctx);
 }
 
-static bool is_done(tide_req *req)
-{
-    return atomic_load_explicit(&req->state, memory_order_acquire) & TIDE_REQ_DONE;
-}
-
 /* Block in the ring (holding the drive right) up to wait_ns, unless a
  * command is already queued. */
 static void block_in_ring(struct tide__ctx *ctx, uint64_t wait_ns)
@@ -205,7 +200,7 @@ void tide__progress_drive_until(struct tide__ctx *ctx, tide_req *req, uint64_t d
 {
     for (;;) {
         tide__progress_turn(ctx, 0);
-        if (is_done(req))
+        if (tide__req_is_done(req))
             return;
         uint64_t now = tide__now_ns();
         if (now >= deadline)

@@ -351,14 +351,14 @@ const char *tide_req_message(const tide_req *req)
 {
     if (!req)
         return "";
-    if (!(atomic_load(&((tide_req *)req)->state) & TIDE_REQ_DONE))
+    if (!tide__req_is_done(req))
         return "";
     return req->message;
 }
 
 size_t tide_req_bytes(const tide_req *req)
 {
-    if (!req || !(atomic_load(&((tide_req *)req)->state) & TIDE_REQ_DONE))
+    if (!req || !tide__req_is_done(req))
         return 0;
     return req->bytes;
 }

@@ -10,11 +10,6 @@
 #include "engine/context.h"
 #include "engine/waiter.h"
 
-static bool is_done(tide_req *req)
-{
-    return atomic_load_explicit(&req->state, memory_order_acquire) & TIDE_REQ_DONE;
-}
-
 static uint64_t deadline_after_ms(int timeout_ms)
 {
     if (timeout_ms < 0)
@@ -42,7 +37,7 @@ static int wait_driving(tide_req *req, uint64_t deadline)
     struct tide__ctx *ctx = req->ctx;
     uint64_t spin_end = tide__now_ns() + ctx->spin_ns;
     for (;;) {
-        if (is_done(req))
+        if (tide__req_is_done(req))
             return req->status;
         uint64_t now = tide__now_ns();
         if (now >= deadline)
@@ -62,7 +57,7 @@ int tide_wait(tide_req *req, int timeout_ms)
 {
     if (!req)
         return TIDE_EINVAL;
-    if (is_done(req))
+    if (tide__req_is_done(req))
         return req->status;
     struct tide__ctx *ctx = req->ctx;
     uint64_t deadline = deadline_after_ms(timeout_ms);
@@ -80,11 +75,11 @@ int tide_test(tide_req *req, int *done)
 {
     if (!req || !done)
         return TIDE_EINVAL;
-    if (!is_done(req) && tide__progress_try_drive(req->ctx)) {
+    if (!tide__req_is_done(req) && tide__progress_try_drive(req->ctx)) {
         tide__progress_turn(req->ctx, 0);
         tide__progress_release(req->ctx);
     }
-    if (!is_done(req)) {
+    if (!tide__req_is_done(req)) {
         *done = 0;
         return 0;
     }
