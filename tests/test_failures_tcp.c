@@ -33,17 +33,19 @@ static struct shared *shm;
 
 /* ---- a peer killed mid-receive ---- */
 
-/* Rank 0 starts a 256 MiB send to rank 1, then kills itself: rank 1's
- * receive and every other pending receive from rank 0 must fail with
- * TIDE_EPEER within a second, naming rank 0, while the surviving ranks
- * can still talk to each other. */
+/* Rank 0 starts a 256 MiB send to rank 1, then kills itself.  Rank 1
+ * also waits on a tag rank 0 never sends, so that receive is surely
+ * pending at the kill (the big one may, on a slow moment, have arrived
+ * whole first): it must fail with TIDE_EPEER within a second, naming rank
+ * 0; the big one must fail the same way or be complete and intact; and
+ * the surviving ranks can still talk to each other. */
 static void peer_killed(tide_comm *comm, void *arg)
 {
     int r = tide_comm_rank(comm), n = tide_comm_size(comm);
     size_t big = 256u << 20;
     char *buf = malloc(big);
     EXPECT(buf, "malloc");
-    memset(buf, 1, big);
+    memset(buf, r == 0 ? 1 : 0, big);
     EXPECT_OK(tide_barrier(comm));
     if (r == 0) {
         tide_req *s;
@@ -53,17 +55,26 @@ static void peer_killed(tide_comm *comm, void *arg)
         shm->kill_time = now_s();
         raise(SIGKILL);
     }
-    tide_req *from0, *other = NULL;
+    tide_req *never, *bulk = NULL, *other = NULL;
     int small;
-    EXPECT_OK(tide_irecv(comm, r == 1 ? buf : (char *)&small, r == 1 ? big : sizeof small, 0, 1,
-                         &from0));
-    int rc = tide_wait(from0, 10000);
+    EXPECT_OK(tide_irecv(comm, &small, sizeof small, 0, 7, &never));
+    if (r == 1)
+        EXPECT_OK(tide_irecv(comm, buf, big, 0, 1, &bulk));
+    int rc = tide_wait(never, 10000);
     double lag = now_s() - shm->kill_time;
     EXPECT(rc == TIDE_EPEER, "receive from the dead rank returned %s", tide_err_name(rc));
     EXPECT(lag < 1.0, "failure noticed %.3f s after the kill", lag);
-    EXPECT(strstr(tide_req_message(from0), "rank 0") != NULL, "message: %s",
-           tide_req_message(from0));
-    tide_req_free(from0);
+    EXPECT(strstr(tide_req_message(never), "rank 0") != NULL, "message: %s",
+           tide_req_message(never));
+    tide_req_free(never);
+    if (bulk) {
+        rc = tide_wait(bulk, 10000);
+        EXPECT(rc == TIDE_EPEER || rc == 0, "big receive returned %s", tide_err_name(rc));
+        if (rc == 0)
+            EXPECT(tide_req_bytes(bulk) == big && buf[0] == 1 && buf[big - 1] == 1,
+                   "a big receive that succeeded must be whole");
+        tide_req_free(bulk);
+    }
     /* a receive posted after the loss fails at once */
     EXPECT(tide_recv(comm, &small, sizeof small, 0, 2) == TIDE_EPEER, "late receive");
     /* survivors still work: ranks 1..n-1 pass a value around */
