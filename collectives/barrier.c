@@ -62,7 +62,7 @@ static void barrier_step(tide_req *req, tide__msg *m)
     post_round(op);
 }
 
-static const struct tide__op_vtbl barrier_vtbl = {"barrier", barrier_start, barrier_step};
+static const struct tide__op_vtbl barrier_vtbl = {"barrier", barrier_start, barrier_step, NULL};
 
 int tide_ibarrier(tide_comm *comm, tide_req **out)
 {
@@ -74,6 +74,8 @@ int tide_ibarrier(tide_comm *comm, tide_req **out)
     if (!req)
         return TIDE_ENOMEM;
     req->seq = atomic_fetch_add(&comm->next_seq, 1);
+    req->sig.kind = TIDE_KIND_BARRIER;
+    req->sig.root = -1;
     req->algorithm = "dissemination";
     *out = req;
     return tide__req_submit(req);

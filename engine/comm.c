@@ -74,6 +74,9 @@ void tide__ctx_unref(struct tide__ctx *ctx)
     if (atomic_fetch_sub(&ctx->refs, 1) != 1)
         return;
     tide__req_pool_free(ctx);
+    tide__scratch_free_all(ctx);
+    tide__notes_free(ctx);
+    free(ctx->world.groups);
     pthread_mutex_destroy(&ctx->pool_lock);
     pthread_mutex_destroy(&ctx->drive_lock);
     tide__timer_heap_free(&ctx->timers);

@@ -49,13 +49,17 @@ struct tide__cmd {
 
 /* What each kind of operation plugs into the engine. */
 struct tide__op_vtbl {
-    const char *name; /* "send", "recv", "barrier", ... */
+    const char *name; /* "send", "recv", "barrier", "allreduce", ... */
     /* Reactor thread: post the first messages (or finish at once). */
     void (*start)(tide_req *req);
     /* Reactor thread: message m, posted by this request, completed
      * successfully.  (Failures never reach step: the engine fails the
      * request and drains its other messages.) */
     void (*step)(tide_req *req, tide__msg *m);
+    /* Reactor thread, optional: give back what start took (scratch
+     * memory); runs once as the request completes, success or failure,
+     * when the transport holds none of its messages any more. */
+    void (*release)(tide_req *req);
 };
 
 enum { TIDE_REQ_PENDING = 0, TIDE_REQ_DONE = 1, TIDE_REQ_WAITER = 2 };
@@ -76,6 +80,8 @@ struct tide_req {
     struct tide__timer timer; /* the operation's deadline */
     uint64_t deadline_ns;
     uint64_t seq;              /* collective sequence (0 for p2p) */
+    struct tide__frame sig;    /* collectives: kind, dtype, redop, root, count */
+    bool told_by_peer;         /* failed by a peer's poison: do not echo it */
     int status;                /* final result, valid once DONE */
     int failing;               /* first error, while messages drain */
     bool finished;             /* reactor: completed, callback ran */
@@ -83,6 +89,7 @@ struct tide_req {
     unsigned nlive;
     tide_req *act_prev, *act_next; /* in the context's active list */
     size_t bytes;                  /* receive: bytes that arrived */
+    const char *opname;    /* in messages: vt->name unless set */
     const char *algorithm;
     unsigned size_class; /* which pool it returns to */
     tide_req *pool_next;
@@ -92,12 +99,20 @@ struct tide_req {
 
 struct tide_comm {
     struct tide__ctx *ctx;
-    uint32_t id; /* on the wire; world is 1 */
+    uint32_t id; /* on the wire; world is 1; unique among a rank's comms */
     int rank, size;
+    int *world_of;  /* comm rank -> world rank; NULL for the world */
     _Atomic uint64_t next_seq; /* collective sequence numbers, from 1 */
+    _Atomic int refs;          /* the user's + one per live request */
+    uint64_t started_seq;      /* reactor: highest sequence started */
+    struct tide__group_tally { /* create_group: groups made per member list */
+        uint32_t hash, count;
+    } *groups;
+    int ngroups;
+    tide_comm *next;           /* in the context's list of comms */
 };
 
-#define TIDE_POOL_CLASSES 8
+#define TIDE_POOL_CLASSES 16
 
 struct tide__ctx {
     _Atomic int refs; /* the world communicator + every unreleased request */
@@ -132,10 +147,23 @@ struct tide__ctx {
     unsigned nactive;
     struct tide__msgq done;   /* completed messages to deliver */
     int broken;               /* 0, or why every new operation fails */
+    struct tide__note *notes; /* mismatch.c: news of collectives not started */
+    size_t nnotes, notes_cap;
+    struct tide__note *inbox; /* mismatch.c: transport reports to handle */
+    size_t ninbox, inbox_cap;
 
-    /* request pools (any thread, under pool_lock) */
+    /* scratch buffers kept for reuse by collectives (scratch.c) */
+    struct tide__scratch_cache {
+        void *buf[8];
+        size_t len[8];
+        size_t total;
+    } scratch;
+
+    /* request pools and the list of sub-communicators (any thread,
+     * under pool_lock) */
     pthread_mutex_t pool_lock;
     tide_req *pool[TIDE_POOL_CLASSES];
+    tide_comm *comms; /* sub-communicators, for unique ids */
 
     tide_comm world;
 };
@@ -162,7 +190,7 @@ void tide__req_start_cmd(tide_req *req);
 void tide__req_attach_callback(tide_req *req);
 
 /* Fill m as a message of req's operation (kind, sequence, tag) to or
- * from comm-rank peer. */
+ * from comm-rank peer (m->peer becomes its world rank). */
 void tide__msg_init(tide__msg *m, tide_req *req, enum tide__msg_dir dir, int peer, uint8_t kind,
                     uint32_t tag, void *buf, size_t len);
 
@@ -192,6 +220,37 @@ void tide__req_expire(tide_req *req);
 
 /* Free pooled requests (finalize). */
 void tide__req_pool_free(struct tide__ctx *ctx);
+
+/* ---- mismatch.c: ranks that called different collectives ---- */
+
+/* "allreduce of 1000 float (sum)", for messages. */
+void tide__describe_signature(const struct tide__frame *s, char *buf, size_t len);
+/* Fail req with TIDE_EMISMATCH, saying what world rank peer called. */
+void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *theirs);
+/* A collective is starting: apply what was learned of it before (early
+ * frames, peers' failures).  True when that failed it. */
+bool tide__check_notes(tide_req *req);
+/* req (a collective) failed here: tell the other ranks of its comm. */
+void tide__tell_peers(tide_req *req, int err);
+/* An engine-owned control message completed: free it. */
+void tide__ctl_msg_done(tide__msg *m);
+void tide__notes_free(struct tide__ctx *ctx);
+/* Handle what the transport reported (early frames, poison). */
+int tide__inbox_process(struct tide__ctx *ctx);
+
+/* ---- scratch.c: reactor-owned temporary buffers ---- */
+
+/* A buffer of at least len bytes (reused when one is cached), or NULL. */
+void *tide__scratch_get(struct tide__ctx *ctx, size_t len);
+/* Give back a buffer from tide__scratch_get (len as asked); NULL is ok. */
+void tide__scratch_put(struct tide__ctx *ctx, void *buf, size_t len);
+/* Free the cache (finalize). */
+void tide__scratch_free_all(struct tide__ctx *ctx);
+
+/* ---- subcomm.c ---- */
+
+/* Drop a reference to a sub-communicator; the last one frees it. */
+void tide__comm_unref(tide_comm *comm);
 
 /* ---- wait.c ---- */
 

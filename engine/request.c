@@ -49,7 +49,10 @@ tide_req *tide__req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t 
     req->comm = comm;
     req->ctx = ctx;
     req->size_class = cls;
+    req->opname = vt->name;
     req->algorithm = vt->name;
+    if (comm != &ctx->world)
+        atomic_fetch_add(&comm->refs, 1);
     req->deadline_ns = tide__now_ns() + ctx->timeout_ns;
     tide__timer_init(&req->timer, expire_timer);
     return req;
@@ -58,6 +61,8 @@ tide_req *tide__req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t 
 static void release(tide_req *req)
 {
     struct tide__ctx *ctx = req->ctx;
+    if (req->comm != &ctx->world)
+        tide__comm_unref(req->comm);
     if (req->size_class >= TIDE_POOL_CLASSES) {
         free(req);
     } else {
@@ -123,6 +128,8 @@ static void finish(tide_req *req, int status)
     req->status = status;
     unlink_active(ctx, req);
     tide__timer_disarm(&ctx->timers, &req->timer);
+    if (req->vt->release)
+        req->vt->release(req);
     if (req->cb)
         req->cb(req, req->cb_arg);
     uint32_t old = atomic_exchange(&req->state, TIDE_REQ_DONE);
@@ -144,6 +151,8 @@ static void start(tide_req *req)
         tide__req_fail(req, TIDE_ENOMEM, "cannot arm its deadline");
         return;
     }
+    if (req->seq && tide__check_notes(req))
+        return;
     req->vt->start(req);
 }
 
@@ -200,13 +209,19 @@ void tide__msg_init(tide__msg *m, tide_req *req, enum tide__msg_dir dir, int pee
 {
     memset(m, 0, sizeof *m);
     m->dir = (uint8_t)dir;
-    m->peer = peer;
+    m->peer = req->comm->world_of ? req->comm->world_of[peer] : peer;
     m->hdr.type = TIDE_FRAME_DATA;
     m->hdr.kind = kind;
     m->hdr.comm_id = req->comm->id;
     m->hdr.seq = req->seq;
     m->hdr.tag = tag;
     m->hdr.root = -1;
+    if (req->seq) { /* a collective: every frame carries its signature */
+        m->hdr.dtype = req->sig.dtype;
+        m->hdr.redop = req->sig.redop;
+        m->hdr.root = req->sig.root;
+        m->hdr.count = req->sig.count;
+    }
     m->buf = buf;
     m->len = len;
 }
@@ -222,7 +237,7 @@ void tide__req_succeed(tide_req *req)
 {
     if (req->nlive) {
         tide__log(TIDE_LOG_ERROR, req->ctx->rank, "%s finished with %u messages still posted",
-                  req->vt->name, req->nlive);
+                  req->opname, req->nlive);
         tide__req_fail(req, TIDE_EPROTO, "internal error: finished with messages posted");
         return;
     }
@@ -241,8 +256,10 @@ void tide__req_fail(tide_req *req, int err, const char *fmt, ...)
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
     snprintf(req->message, sizeof req->message, "rank %d: %s (seq %llu): %s: %s",
-             req->comm->rank, req->vt->name, (unsigned long long)req->seq, detail,
+             req->comm->rank, req->opname, (unsigned long long)req->seq, detail,
              tide_strerror(err));
+    if (req->seq && !req->told_by_peer && !req->ctx->broken)
+        tide__tell_peers(req, err);
 
     struct tide__transport *tp = req->ctx->tp;
     tide__msg *m = req->live;
@@ -271,19 +288,22 @@ static void fail_from_msg(tide_req *req, tide__msg *m)
         tide__req_fail(req, m->status, "%s rank %d (tag %u): %zu bytes arrived for a %zu-byte buffer",
                        dir, m->peer, m->hdr.tag, m->got, m->len);
     else if (m->status == TIDE_EMISMATCH)
-        tide__req_fail(req, m->status, "%s rank %d: the peer called a different operation", dir,
-                       m->peer);
+        tide__fail_mismatch(req, m->peer, &m->hdr); /* the transport left their header */
     else
         tide__req_fail(req, m->status, "%s rank %d (tag %u) failed", dir, m->peer, m->hdr.tag);
 }
 
 int tide__ctx_deliver(struct tide__ctx *ctx)
 {
-    int n = 0;
+    int n = ctx->ninbox ? tide__inbox_process(ctx) : 0;
     tide__msg *m;
     while ((m = tide__msgq_pop(&ctx->done))) {
         n++;
         tide_req *req = m->req;
+        if (!req) {
+            tide__ctl_msg_done(m);
+            continue;
+        }
         unlink_msg(req, m);
         if (req->failing) {
             if (!req->nlive)

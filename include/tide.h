@@ -233,19 +233,202 @@ TIDE_API int tide_recv(tide_comm *comm, void *buf, size_t bytes, int peer, int t
 TIDE_API size_t tide_req_bytes(const tide_req *req);
 
 /* ------------------------------------------------------------------ */
+/* Data types and reduction operations                                 */
+/* ------------------------------------------------------------------ */
+
+typedef enum tide_dtype {
+    TIDE_INT8 = 0,
+    TIDE_UINT8 = 1,
+    TIDE_INT32 = 2,
+    TIDE_UINT32 = 3,
+    TIDE_INT64 = 4,
+    TIDE_UINT64 = 5,
+    TIDE_FLOAT16 = 6,  /* IEEE 754 binary16 */
+    TIDE_BFLOAT16 = 7, /* the upper half of a binary32 */
+    TIDE_FLOAT32 = 8,
+    TIDE_FLOAT64 = 9,
+    TIDE_DTYPE_COUNT
+} tide_dtype;
+
+/*
+ * Reductions are elementwise.  Integers wrap around (two's complement)
+ * on overflow.  float16 and bfloat16 are combined in float and rounded
+ * back to nearest-even after every combination.  MIN and MAX return NaN
+ * when either operand is NaN.  AVG is SUM divided by the group size at
+ * the end (integers: truncating division).
+ */
+typedef enum tide_op {
+    TIDE_SUM = 0,
+    TIDE_PROD = 1,
+    TIDE_MIN = 2,
+    TIDE_MAX = 3,
+    TIDE_AVG = 4,
+    TIDE_OP_COUNT
+} tide_op;
+
+/* Bytes per element of dtype; 0 for an unknown dtype. */
+TIDE_API size_t tide_dtype_size(tide_dtype dtype);
+
+/* Short names as nccl-tests prints them ("int8", "half", "bfloat16",
+ * "float", "double", ...; "sum", "prod", "min", "max", "avg"), or "?". */
+TIDE_API const char *tide_dtype_name(tide_dtype dtype);
+TIDE_API const char *tide_op_name(tide_op op);
+
+/* ------------------------------------------------------------------ */
 /* Collectives                                                         */
 /* ------------------------------------------------------------------ */
 
 /*
- * Block until every rank of comm has entered the barrier (dissemination
- * algorithm: ceil(log2 n) rounds).  Every rank must issue comm's
- * collectives in the same order, as in MPI.
+ * Rules shared by every collective:
+ *   - Every rank of comm calls comm's collectives in the same order, with
+ *     matching kind, count, dtype, op and root (as in MPI).  Ranks that do
+ *     not get TIDE_EMISMATCH on every rank, with a message saying what
+ *     differed, instead of a hang or a corrupt buffer.
+ *   - The nonblocking form returns at once with *req; the buffers must
+ *     stay valid (and a send buffer unchanged) until it completes.  The
+ *     blocking form has the same name without the "i" and waits up to the
+ *     operation's deadline (TIDE_TIMEOUT).
+ *   - Counts are in elements of dtype.  A count of 0 and a group of one
+ *     rank are valid.  Buffers may be NULL only where their count is 0.
+ *   - Results are identical to the last bit on every rank, and from run
+ *     to run for the same inputs, group size and algorithm.
+ *   - In place: pass TIDE_IN_PLACE as sendbuf where noted (the input is
+ *     then read from recvbuf, where MPI puts it).  Otherwise buffers are
+ *     taken literally: sendbuf may equal or overlap recvbuf, and the input
+ *     is whatever sendbuf points at when the call is made.
+ *   - The algorithm is chosen by group size and message size;
+ *     TIDE_ALGO_<COLLECTIVE>=<name> (e.g. TIDE_ALGO_ALLREDUCE=ring)
+ *     overrides it, and tide_req_algorithm() names the one used.
+ *   - Bad arguments (a NULL buffer with count > 0, an unknown dtype or op,
+ *     a root outside the group) return TIDE_EINVAL at the call, with a
+ *     warning in the log; nothing is sent.
  */
+#define TIDE_IN_PLACE ((const void *)1)
+
+/* Block until every rank of comm has entered the barrier (dissemination:
+ * ceil(log2 n) rounds). */
 TIDE_API int tide_ibarrier(tide_comm *comm, tide_req **req);
 TIDE_API int tide_barrier(tide_comm *comm);
 
+/*
+ * recvbuf[i] = op over every rank of sendbuf[i], for i < count, on every
+ * rank.  TIDE_IN_PLACE: the input is recvbuf.  Algorithms: "ring"
+ * (reduce-scatter + all-gather, chunked and pipelined; large messages),
+ * "rabenseifner" (recursive halving + doubling; mid sizes),
+ * "recursive_doubling" (small).
+ */
+TIDE_API int tide_iallreduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             tide_dtype dtype, tide_op op, tide_req **req);
+TIDE_API int tide_allreduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                            tide_dtype dtype, tide_op op);
+
+/* Root's buf (count elements) lands in buf on every rank.  Algorithms:
+ * "binomial" (small), "chain" (pipelined chain; large). */
+TIDE_API int tide_ibroadcast(tide_comm *comm, void *buf, size_t count, tide_dtype dtype, int root,
+                             tide_req **req);
+TIDE_API int tide_broadcast(tide_comm *comm, void *buf, size_t count, tide_dtype dtype, int root);
+
+/* Like allreduce, but only root's recvbuf receives the result (recvbuf
+ * may be NULL elsewhere).  TIDE_IN_PLACE at root: the input is recvbuf.
+ * Algorithm: "binomial". */
+TIDE_API int tide_ireduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                          tide_dtype dtype, tide_op op, int root, tide_req **req);
+TIDE_API int tide_reduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                         tide_dtype dtype, tide_op op, int root);
+
+/* Rank r's sendcount elements land at recvbuf + r*sendcount on every
+ * rank (recvbuf holds size*sendcount).  TIDE_IN_PLACE: rank r's input is
+ * already at its place in recvbuf.  Algorithms: "ring", "bruck",
+ * "recursive_doubling" (power-of-two groups). */
+TIDE_API int tide_iallgather(tide_comm *comm, const void *sendbuf, void *recvbuf,
+                             size_t sendcount, tide_dtype dtype, tide_req **req);
+TIDE_API int tide_allgather(tide_comm *comm, const void *sendbuf, void *recvbuf,
+                            size_t sendcount, tide_dtype dtype);
+
+/* Per-rank counts: rank r contributes counts[r] elements, which land at
+ * recvbuf + (counts[0] + ... + counts[r-1]).  counts has size entries,
+ * the same on every rank, and is read during the call only.  sendbuf
+ * holds counts[rank] elements.  Algorithm: "ring". */
+TIDE_API int tide_iallgatherv(tide_comm *comm, const void *sendbuf, void *recvbuf,
+                              const size_t *counts, tide_dtype dtype, tide_req **req);
+TIDE_API int tide_allgatherv(tide_comm *comm, const void *sendbuf, void *recvbuf,
+                             const size_t *counts, tide_dtype dtype);
+
+/* sendbuf holds size*recvcount elements; rank r receives block r of
+ * their reduction (elements r*recvcount .. (r+1)*recvcount-1) in recvbuf.
+ * TIDE_IN_PLACE: the input is recvbuf (size*recvcount elements) and the
+ * result is left at its start, as in MPI.  Algorithms: "ring",
+ * "recursive_halving". */
+TIDE_API int tide_ireduce_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf,
+                                  size_t recvcount, tide_dtype dtype, tide_op op, tide_req **req);
+TIDE_API int tide_reduce_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf,
+                                 size_t recvcount, tide_dtype dtype, tide_op op);
+
+/* Per-rank counts: sendbuf holds counts[0] + ... + counts[size-1]
+ * elements; rank r receives the reduction of its block (counts[r]
+ * elements, starting after the blocks of ranks below r).  counts is read
+ * during the call only.  TIDE_IN_PLACE as for tide_ireduce_scatter. */
+TIDE_API int tide_ireduce_scatterv(tide_comm *comm, const void *sendbuf, void *recvbuf,
+                                   const size_t *counts, tide_dtype dtype, tide_op op,
+                                   tide_req **req);
+TIDE_API int tide_reduce_scatterv(tide_comm *comm, const void *sendbuf, void *recvbuf,
+                                  const size_t *counts, tide_dtype dtype, tide_op op);
+
+/* Rank r's sendcount elements land at root's recvbuf + r*sendcount
+ * (recvbuf is read only at root).  Algorithm: "binomial". */
+TIDE_API int tide_igather(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                          tide_dtype dtype, int root, tide_req **req);
+TIDE_API int tide_gather(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                         tide_dtype dtype, int root);
+
+/* Root's sendbuf + r*recvcount lands in rank r's recvbuf (sendbuf is
+ * read only at root).  Algorithm: "binomial". */
+TIDE_API int tide_iscatter(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                           tide_dtype dtype, int root, tide_req **req);
+TIDE_API int tide_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                          tide_dtype dtype, int root);
+
+/* Block p of rank r's sendbuf (count elements at sendbuf + p*count)
+ * lands at recvbuf + r*count on rank p.  sendbuf and recvbuf must not
+ * overlap.  Algorithm: "pairwise". */
+TIDE_API int tide_ialltoall(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                            tide_dtype dtype, tide_req **req);
+TIDE_API int tide_alltoall(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                           tide_dtype dtype);
+
 /* The algorithm a collective request runs ("p2p" for point-to-point). */
 TIDE_API const char *tide_req_algorithm(const tide_req *req);
+
+/* ------------------------------------------------------------------ */
+/* Subgroups                                                           */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Split comm as MPI_Comm_split does: ranks that pass the same color form
+ * a new communicator, ordered by key (ties by rank in comm).  color
+ * TIDE_UNDEFINED (negative) joins none: *newcomm is NULL.  Collective
+ * over comm (it exchanges colors and keys), so it takes part in comm's
+ * order of collectives.
+ */
+#define TIDE_UNDEFINED (-1)
+TIDE_API int tide_comm_split(tide_comm *comm, int color, int key, tide_comm **newcomm);
+
+/*
+ * A communicator of the ranks of comm listed in ranks[0..n-1] (sorted
+ * and de-duplicated: the new ranks follow the order of comm).  Called by
+ * the members only, in the same order; it sends nothing.  A caller that
+ * is not a member, or a rank outside comm, gets TIDE_EINVAL.
+ */
+TIDE_API int tide_comm_create_group(tide_comm *comm, const int *ranks, int n,
+                                    tide_comm **newcomm);
+
+/*
+ * Release a communicator made by tide_comm_split or
+ * tide_comm_create_group.  Requests still pending on it complete
+ * normally; it is reclaimed after the last one.  (The world communicator
+ * is released by tide_finalize.)
+ */
+TIDE_API int tide_comm_free(tide_comm *comm);
 
 #ifdef __cplusplus
 }

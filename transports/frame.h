@@ -37,6 +37,18 @@ enum tide__frame_type {
 enum tide__op_kind {
     TIDE_KIND_P2P = 1,
     TIDE_KIND_BARRIER = 2,
+    TIDE_KIND_ALLREDUCE = 3,
+    TIDE_KIND_BROADCAST = 4,
+    TIDE_KIND_REDUCE = 5,
+    TIDE_KIND_ALLGATHER = 6,
+    TIDE_KIND_ALLGATHERV = 7,
+    TIDE_KIND_REDUCE_SCATTER = 8,
+    TIDE_KIND_REDUCE_SCATTERV = 9,
+    TIDE_KIND_GATHER = 10,
+    TIDE_KIND_SCATTER = 11,
+    TIDE_KIND_ALLTOALL = 12,
+    TIDE_KIND_POISON = 13, /* a peer failed collective (comm, seq): tag = -error,
+                            * payload = its account (engine/mismatch.c) */
     TIDE_KIND_MAX_ = 64 /* kinds above this are rejected as corrupt */
 };
 

@@ -89,6 +89,8 @@ int tide__match_deliver(const struct tide__unexp *ux, tide__msg *m)
 {
     int st = tide__match_check(m, &ux->hdr);
     m->got = (size_t)ux->hdr.len;
+    if (st == TIDE_EMISMATCH)
+        m->hdr = ux->hdr; /* so the failure can say what the peer called */
     if (st == 0 && ux->hdr.len)
         memcpy(m->buf, ux->data, (size_t)ux->hdr.len);
     return st;

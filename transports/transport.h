@@ -82,4 +82,14 @@ struct tide__transport {
 /* Called by a transport when m completes (status 0 or TIDE_E*). */
 void tide__msg_done(struct tide__ctx *ctx, tide__msg *m, int status);
 
+/* Called by a transport when a frame arrives that no posted receive
+ * wants (header only; the payload is still to come), so the engine can
+ * check it against its own collective of that sequence. */
+void tide__frame_unexpected(struct tide__ctx *ctx, int peer, const struct tide__frame *f);
+
+/* Called by a transport when a TIDE_KIND_POISON frame has fully arrived
+ * (it never enters matching): a peer failed a collective. */
+void tide__frame_poison(struct tide__ctx *ctx, int peer, const struct tide__frame *f,
+                        const void *data, size_t len);
+
 #endif

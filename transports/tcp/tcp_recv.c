@@ -56,6 +56,8 @@ static bool route(struct tcp_conn *c)
         c->rx_status = tide__match_check(m, f);
         if (c->rx_status == 0)
             c->rx_dst = m->buf;
+        if (c->rx_status == TIDE_EMISMATCH)
+            m->hdr = *f; /* so the failure can say what the peer called */
         c->in_frame = true;
         return true;
     }
@@ -67,10 +69,13 @@ static bool route(struct tcp_conn *c)
         return true;
     }
     tp->ux_bytes += (size_t)f->len;
-    tide__match_add_unexpected(&c->mq, ux);
     c->rx_ux = ux;
     c->rx_dst = ux->data;
     c->in_frame = true;
+    if (f->kind == TIDE_KIND_POISON)
+        return true; /* not for matching: handed to the engine once complete */
+    tide__match_add_unexpected(&c->mq, ux);
+    tide__frame_unexpected(tp->base.ctx, c->peer, f);
     return true;
 }
 
@@ -83,6 +88,12 @@ static void frame_done(struct tcp_conn *c)
     if (c->rx_msg) {
         c->rx_msg->got = (size_t)c->rx_hdr.len;
         tide__msg_done(ctx, c->rx_msg, c->rx_status);
+    } else if (c->rx_ux && c->rx_ux->hdr.kind == TIDE_KIND_POISON) {
+        struct tide__unexp *ux = c->rx_ux;
+        tide__frame_poison(ctx, c->peer, &ux->hdr, ux->data, (size_t)ux->hdr.len);
+        tp->ux_bytes -= (size_t)ux->hdr.len;
+        tide__unexp_free(ux);
+        tcp_unexpected_freed(tp);
     } else if (c->rx_ux) {
         struct tide__unexp *ux = c->rx_ux;
         ux->complete = true;

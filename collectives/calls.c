@@ -1,0 +1,520 @@
+/* calls.c - the public collective calls: check the arguments, resolve
+ * in-place forms, pick the algorithm, and hand the request to the
+ * reactor.  Everything here runs on the caller's thread; nothing is sent
+ * for a call that is rejected. */
+#include "collectives/coll.h"
+#include "engine/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One call, as the checks and the launch see it. */
+struct call {
+    const char *fn;   /* "tide_iallreduce", for messages */
+    const char *name; /* "allreduce", for the request */
+    uint8_t kind;
+    tide_comm *comm;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count; /* the signature's count */
+    tide_dtype dtype;
+    tide_op op;
+    int root;
+    struct tide__blocks blk;
+    size_t bytes;     /* the whole vector, for the algorithm choice */
+    void *stage_to;   /* see tide__coll.stage_to */
+    size_t stage_bytes;
+};
+
+static int reject(const struct call *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int reject(const struct call *k, const char *fmt, ...)
+{
+    char why[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    tide__log(TIDE_LOG_WARN, k->comm ? k->comm->rank : -1, "%s: %s", k->fn, why);
+    return TIDE_EINVAL;
+}
+
+/* n * m elements of esize bytes, or SIZE_MAX on overflow. */
+static size_t mul3(size_t n, size_t m, size_t esize)
+{
+    if (m && n > SIZE_MAX / m)
+        return SIZE_MAX;
+    n *= m;
+    if (esize && n > SIZE_MAX / esize)
+        return SIZE_MAX;
+    return n * esize;
+}
+
+static bool overlaps(const void *a, size_t alen, const void *b, size_t blen)
+{
+    const char *x = a, *y = b;
+    return alen && blen && x < y + blen && y < x + alen;
+}
+
+/* The checks every collective shares. */
+static int check_common(const struct call *k, tide_req **req, bool reduces)
+{
+    if (!k->comm || !req)
+        return reject(k, "comm and req must not be NULL");
+    if (!tide__dtype_valid((int)k->dtype))
+        return reject(k, "unknown dtype %d", (int)k->dtype);
+    if (reduces && !tide__op_valid((int)k->op))
+        return reject(k, "unknown op %d", (int)k->op);
+    return 0;
+}
+
+static int check_root(const struct call *k)
+{
+    if (k->root < 0 || k->root >= k->comm->size)
+        return reject(k, "root %d is not a rank of the communicator (size %d)", k->root,
+                      k->comm->size);
+    return 0;
+}
+
+static int check_buf(const struct call *k, const char *what, const void *buf, size_t bytes)
+{
+    if (bytes == SIZE_MAX)
+        return reject(k, "%s: the count overflows the address space", what);
+    if (!buf && bytes)
+        return reject(k, "%s is NULL but the count is not 0", what);
+    return 0;
+}
+
+/* Run the output through a staging buffer (see tide__coll.stage_to). */
+static int stage(struct call *k, size_t out_bytes)
+{
+    void *tmp = malloc(out_bytes ? out_bytes : 1);
+    if (!tmp)
+        return TIDE_ENOMEM;
+    k->stage_to = k->recvbuf;
+    k->stage_bytes = out_bytes;
+    k->recvbuf = tmp;
+    return 0;
+}
+
+static int launch(struct call *k, tide_req **out)
+{
+    tide_comm *comm = k->comm;
+    char why[200];
+    const struct tide__algo *algo =
+        comm->size == 1 ? &tide__algo_local : tide__select(k->kind, comm->size, k->bytes, why,
+                                                            sizeof why);
+    if (!algo) {
+        free(k->blk.offs);
+        if (k->stage_to)
+            free(k->recvbuf);
+        return reject(k, "%s", why);
+    }
+    tide_req *req = tide__req_new(comm, algo->vt, algo->op_size);
+    if (!req) {
+        free(k->blk.offs);
+        if (k->stage_to)
+            free(k->recvbuf);
+        return TIDE_ENOMEM;
+    }
+    struct tide__coll *c = (struct tide__coll *)req;
+    req->opname = k->name;
+    req->algorithm = algo->name;
+    req->seq = atomic_fetch_add(&comm->next_seq, 1);
+    bool rooted = k->kind == TIDE_KIND_BROADCAST || k->kind == TIDE_KIND_REDUCE ||
+                  k->kind == TIDE_KIND_GATHER || k->kind == TIDE_KIND_SCATTER;
+    req->sig.kind = k->kind;
+    req->sig.dtype = (uint8_t)k->dtype;
+    req->sig.redop = (uint8_t)k->op;
+    req->sig.root = rooted ? k->root : -1;
+    req->sig.count = k->count;
+    c->kind = k->kind;
+    c->sendbuf = k->sendbuf;
+    c->recvbuf = k->recvbuf;
+    c->count = k->count;
+    c->dtype = k->dtype;
+    c->op = k->op;
+    c->root = k->root;
+    c->esize = tide_dtype_size(k->dtype);
+    c->blk = k->blk;
+    c->algo = algo;
+    c->stage_to = k->stage_to;
+    c->stage_bytes = k->stage_bytes;
+    *out = req;
+    return tide__req_submit(req);
+}
+
+static struct call call_of(const char *fn, const char *name, uint8_t kind, tide_comm *comm,
+                           const void *sendbuf, void *recvbuf, size_t count, tide_dtype dtype,
+                           tide_op op, int root)
+{
+    struct call k = {fn, name, kind, comm, sendbuf, recvbuf, count, dtype, op, root,
+                     {0, 0, NULL}, 0, NULL, 0};
+    return k;
+}
+
+/* ---- allreduce ---- */
+
+int tide_iallreduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                    tide_dtype dtype, tide_op op, tide_req **req)
+{
+    struct call k = call_of("tide_iallreduce", "allreduce", TIDE_KIND_ALLREDUCE, comm, sendbuf,
+                            recvbuf, count, dtype, op, 0);
+    if (req)
+        *req = NULL;
+    int rc = check_common(&k, req, true);
+    if (rc)
+        return rc;
+    size_t bytes = mul3(count, 1, tide_dtype_size(dtype));
+    if (k.sendbuf == TIDE_IN_PLACE)
+        k.sendbuf = recvbuf;
+    if ((rc = check_buf(&k, "recvbuf", recvbuf, bytes)) || (rc = check_buf(&k, "sendbuf", k.sendbuf, bytes)))
+        return rc;
+    if (k.sendbuf != recvbuf && overlaps(k.sendbuf, bytes, recvbuf, bytes) && (rc = stage(&k, bytes)))
+        return rc;
+    k.blk.total = count;
+    k.bytes = bytes;
+    return launch(&k, req);
+}
+
+int tide_allreduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                   tide_dtype dtype, tide_op op)
+{
+    tide_req *req;
+    int rc = tide_iallreduce(comm, sendbuf, recvbuf, count, dtype, op, &req);
+    return tide__wait_and_free(rc, req);
+}
+
+/* ---- broadcast ---- */
+
+int tide_ibroadcast(tide_comm *comm, void *buf, size_t count, tide_dtype dtype, int root,
+                    tide_req **req)
+{
+    struct call k = call_of("tide_ibroadcast", "broadcast", TIDE_KIND_BROADCAST, comm, buf, buf,
+                            count, dtype, TIDE_SUM, root);
+    if (req)
+        *req = NULL;
+    int rc = check_common(&k, req, false);
+    if (rc || (rc = check_root(&k)))
+        return rc;
+    size_t bytes = mul3(count, 1, tide_dtype_size(dtype));
+    if ((rc = check_buf(&k, "buf", buf, bytes)))
+        return rc;
+    k.blk.total = count;
+    k.bytes = bytes;
+    return launch(&k, req);
+}
+
+int tide_broadcast(tide_comm *comm, void *buf, size_t count, tide_dtype dtype, int root)
+{
+    tide_req *req;
+    int rc = tide_ibroadcast(comm, buf, count, dtype, root, &req);
+    return tide__wait_and_free(rc, req);
+}
+
+/* ---- reduce ---- */
+
+int tide_ireduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                 tide_dtype dtype, tide_op op, int root, tide_req **req)
+{
+    struct call k = call_of("tide_ireduce", "reduce", TIDE_KIND_REDUCE, comm, sendbuf, recvbuf,
+                            count, dtype, op, root);
+    if (req)
+        *req = NULL;
+    int rc = check_common(&k, req, true);
+    if (rc || (rc = check_root(&k)))
+        return rc;
+    size_t bytes = mul3(count, 1, tide_dtype_size(dtype));
+    bool at_root = comm->rank == root;
+    if (k.sendbuf == TIDE_IN_PLACE) {
+        if (!at_root)
+            return reject(&k, "TIDE_IN_PLACE is for the root only (the input of others is sendbuf)");
+        k.sendbuf = recvbuf;
+    }
+    if ((rc = check_buf(&k, "sendbuf", k.sendbuf, bytes)))
+        return rc;
+    if (at_root && (rc = check_buf(&k, "recvbuf", recvbuf, bytes)))
+        return rc;
+    if (!at_root)
+        k.recvbuf = NULL;
+    if (at_root && k.sendbuf != recvbuf && overlaps(k.sendbuf, bytes, recvbuf, bytes) &&
+        (rc = stage(&k, bytes)))
+        return rc;
+    k.blk.total = count;
+    k.bytes = bytes;
+    return launch(&k, req);
+}
+
+int tide_reduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                tide_dtype dtype, tide_op op, int root)
+{
+    tide_req *req;
+    int rc = tide_ireduce(comm, sendbuf, recvbuf, count, dtype, op, root, &req);
+    return tide__wait_and_free(rc, req);
+}
+
+/* ---- all-gather ---- */
+
+int tide_iallgather(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                    tide_dtype dtype, tide_req **req)
+{
+    struct call k = call_of("tide_iallgather", "allgather", TIDE_KIND_ALLGATHER, comm, sendbuf,
+                            recvbuf, sendcount, dtype, TIDE_SUM, 0);
+    if (req)
+        *req = NULL;
+    int rc = check_common(&k, req, false);
+    if (rc)
+        return rc;
+    size_t esize = tide_dtype_size(dtype);
+    size_t in = mul3(sendcount, 1, esize), out = mul3(sendcount, (size_t)comm->size, esize);
+    char *own = recvbuf ? (char *)recvbuf + (size_t)comm->rank * (in == SIZE_MAX ? 0 : in) : NULL;
+    if (k.sendbuf == TIDE_IN_PLACE)
+        k.sendbuf = own;
+    if ((rc = check_buf(&k, "recvbuf", recvbuf, out)) || (rc = check_buf(&k, "sendbuf", k.sendbuf, in)))
+        return rc;
+    k.blk.each = sendcount;
+    k.bytes = out;
+    return launch(&k, req);
+}
+
+int tide_allgather(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                   tide_dtype dtype)
+{
+    tide_req *req;
+    int rc = tide_iallgather(comm, sendbuf, recvbuf, sendcount, dtype, &req);
+    return tide__wait_and_free(rc, req);
+}
+
+/* Copy counts into offsets (n + 1 entries); the total, or SIZE_MAX. */
+static size_t offsets_of(const size_t *counts, int n, size_t **offs)
+{
+    *offs = malloc(((size_t)n + 1) * sizeof **offs);
+    if (!*offs)
+        return SIZE_MAX;
+    size_t total = 0;
+    for (int b = 0; b < n; b++) {
+        (*offs)[b] = total;
+        if (counts[b] > SIZE_MAX - total) {
+            free(*offs);
+            *offs = NULL;
+            return SIZE_MAX;
+        }
+        total += counts[b];
+    }
+    (*offs)[n] = total;
+    return total;
+}
+
+int tide_iallgatherv(tide_comm *comm, const void *sendbuf, void *recvbuf, const size_t *counts,
+                     tide_dtype dtype, tide_req **req)
+{
+    struct call k = call_of("tide_iallgatherv", "allgatherv", TIDE_KIND_ALLGATHERV, comm, sendbuf,
+                            recvbuf, 0, dtype, TIDE_SUM, 0);
+    if (req)
+        *req = NULL;
+    int rc = check_common(&k, req, false);
+    if (rc)
+        return rc;
+    if (!counts)
+        return reject(&k, "counts must not be NULL");
+    size_t total = offsets_of(counts, comm->size, &k.blk.offs);
+    if (total == SIZE_MAX)
+        return k.blk.offs ? reject(&k, "the counts overflow") : TIDE_ENOMEM;
+    size_t esize = tide_dtype_size(dtype);
+    size_t in = mul3(counts[comm->rank], 1, esize), out = mul3(total, 1, esize);
+    if (k.sendbuf == TIDE_IN_PLACE)
+        k.sendbuf = recvbuf ? (char *)recvbuf + k.blk.offs[comm->rank] * esize : NULL;
+    if ((rc = check_buf(&k, "recvbuf", recvbuf, out)) || (rc = check_buf(&k, "sendbuf", k.sendbuf, in))) {
+        free(k.blk.offs);
+        return rc;
+    }
+    k.count = total;
+    k.bytes = out;
+    return launch(&k, req);
+}
+
+int tide_allgatherv(tide_comm *comm, const void *sendbuf, void *recvbuf, const size_t *counts,
+                    tide_dtype dtype)
+{
+    tide_req *req;
+    int rc = tide_iallgatherv(comm, sendbuf, recvbuf, counts, dtype, &req);
+    return tide__wait_and_free(rc, req);
+}
+
+/* ---- reduce-scatter ---- */
+
+/* Shared by the even and v forms once the blocks are known: resolve the
+ * in-place form and stage the output when it overlaps the input
+ * anywhere but at this rank's own block (where the algorithms write it
+ * last, after reading that input block). */
+static int reduce_scatter_launch(struct call *k, size_t total, tide_req **req)
+{
+    tide_comm *comm = k->comm;
+    size_t esize = tide_dtype_size(k->dtype);
+    size_t own_off = tide__blocks_off(&k->blk, comm->size, comm->rank);
+    size_t in = mul3(total, 1, esize);
+    size_t out = mul3(tide__blocks_off(&k->blk, comm->size, comm->rank + 1) - own_off, 1, esize);
+    int rc;
+    if (k->sendbuf == TIDE_IN_PLACE)
+        k->sendbuf = k->recvbuf;
+    if ((rc = check_buf(k, "sendbuf", k->sendbuf, in)) || (rc = check_buf(k, "recvbuf", k->recvbuf, out))) {
+        free(k->blk.offs);
+        return rc;
+    }
+    const char *own = k->sendbuf ? (const char *)k->sendbuf + own_off * esize : NULL;
+    if (k->recvbuf != own && overlaps(k->sendbuf, in, k->recvbuf, out) && (rc = stage(k, out))) {
+        free(k->blk.offs);
+        return rc;
+    }
+    k->count = total;
+    k->bytes = in;
+    return launch(k, req);
+}
+
+int tide_ireduce_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                         tide_dtype dtype, tide_op op, tide_req **req)
+{
+    struct call k = call_of("tide_ireduce_scatter", "reduce_scatter", TIDE_KIND_REDUCE_SCATTER,
+                            comm, sendbuf, recvbuf, recvcount, dtype, op, 0);
+    if (req)
+        *req = NULL;
+    int rc = check_common(&k, req, true);
+    if (rc)
+        return rc;
+    size_t total = recvcount;
+    if (comm->size > 1 && recvcount > SIZE_MAX / (size_t)comm->size)
+        return reject(&k, "the count overflows the address space");
+    total *= (size_t)comm->size;
+    k.blk.each = recvcount;
+    rc = reduce_scatter_launch(&k, total, req);
+    return rc;
+}
+
+int tide_reduce_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                        tide_dtype dtype, tide_op op)
+{
+    tide_req *req;
+    int rc = tide_ireduce_scatter(comm, sendbuf, recvbuf, recvcount, dtype, op, &req);
+    return tide__wait_and_free(rc, req);
+}
+
+int tide_ireduce_scatterv(tide_comm *comm, const void *sendbuf, void *recvbuf,
+                          const size_t *counts, tide_dtype dtype, tide_op op, tide_req **req)
+{
+    struct call k = call_of("tide_ireduce_scatterv", "reduce_scatterv",
+                            TIDE_KIND_REDUCE_SCATTERV, comm, sendbuf, recvbuf, 0, dtype, op, 0);
+    if (req)
+        *req = NULL;
+    int rc = check_common(&k, req, true);
+    if (rc)
+        return rc;
+    if (!counts)
+        return reject(&k, "counts must not be NULL");
+    size_t total = offsets_of(counts, comm->size, &k.blk.offs);
+    if (total == SIZE_MAX)
+        return k.blk.offs ? reject(&k, "the counts overflow") : TIDE_ENOMEM;
+    return reduce_scatter_launch(&k, total, req);
+}
+
+int tide_reduce_scatterv(tide_comm *comm, const void *sendbuf, void *recvbuf,
+                         const size_t *counts, tide_dtype dtype, tide_op op)
+{
+    tide_req *req;
+    int rc = tide_ireduce_scatterv(comm, sendbuf, recvbuf, counts, dtype, op, &req);
+    return tide__wait_and_free(rc, req);
+}
+
+/* ---- gather, scatter, all-to-all ---- */
+
+/* Gather and scatter: the root's side holds size blocks, others one. */
+static int rooted_blocks(struct call *k, tide_req **req, const void *one, const void *all,
+                         const char *one_name, const char *all_name)
+{
+    tide_comm *comm = k->comm;
+    int rc = check_common(k, req, false);
+    if (rc || (rc = check_root(k)))
+        return rc;
+    if (one == TIDE_IN_PLACE || all == TIDE_IN_PLACE)
+        return reject(k, "TIDE_IN_PLACE is not supported here");
+    size_t esize = tide_dtype_size(k->dtype);
+    size_t b1 = mul3(k->count, 1, esize), ball = mul3(k->count, (size_t)comm->size, esize);
+    if ((rc = check_buf(k, one_name, one, b1)))
+        return rc;
+    if (comm->rank == k->root && (rc = check_buf(k, all_name, all, ball)))
+        return rc;
+    k->blk.each = k->count;
+    k->bytes = ball;
+    return launch(k, req);
+}
+
+int tide_igather(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                 tide_dtype dtype, int root, tide_req **req)
+{
+    struct call k = call_of("tide_igather", "gather", TIDE_KIND_GATHER, comm, sendbuf, recvbuf,
+                            sendcount, dtype, TIDE_SUM, root);
+    if (req)
+        *req = NULL;
+    if (comm && (root < 0 || root >= comm->size || comm->rank != root))
+        k.recvbuf = NULL;
+    return rooted_blocks(&k, req, sendbuf, k.recvbuf, "sendbuf", "recvbuf");
+}
+
+int tide_gather(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+                tide_dtype dtype, int root)
+{
+    tide_req *req;
+    int rc = tide_igather(comm, sendbuf, recvbuf, sendcount, dtype, root, &req);
+    return tide__wait_and_free(rc, req);
+}
+
+int tide_iscatter(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                  tide_dtype dtype, int root, tide_req **req)
+{
+    struct call k = call_of("tide_iscatter", "scatter", TIDE_KIND_SCATTER, comm, sendbuf, recvbuf,
+                            recvcount, dtype, TIDE_SUM, root);
+    if (req)
+        *req = NULL;
+    if (comm && (root < 0 || root >= comm->size || comm->rank != root))
+        k.sendbuf = NULL;
+    return rooted_blocks(&k, req, recvbuf, k.sendbuf, "recvbuf", "sendbuf");
+}
+
+int tide_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
+                 tide_dtype dtype, int root)
+{
+    tide_req *req;
+    int rc = tide_iscatter(comm, sendbuf, recvbuf, recvcount, dtype, root, &req);
+    return tide__wait_and_free(rc, req);
+}
+
+int tide_ialltoall(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                   tide_dtype dtype, tide_req **req)
+{
+    struct call k = call_of("tide_ialltoall", "alltoall", TIDE_KIND_ALLTOALL, comm, sendbuf,
+                            recvbuf, count, dtype, TIDE_SUM, 0);
+    if (req)
+        *req = NULL;
+    int rc = check_common(&k, req, false);
+    if (rc)
+        return rc;
+    if (sendbuf == TIDE_IN_PLACE)
+        return reject(&k, "TIDE_IN_PLACE is not supported here");
+    size_t bytes = mul3(count, (size_t)comm->size, tide_dtype_size(dtype));
+    if ((rc = check_buf(&k, "sendbuf", sendbuf, bytes)) || (rc = check_buf(&k, "recvbuf", recvbuf, bytes)))
+        return rc;
+    if (overlaps(sendbuf, bytes, recvbuf, bytes))
+        return reject(&k, "sendbuf and recvbuf overlap");
+    k.blk.each = count;
+    k.bytes = bytes;
+    return launch(&k, req);
+}
+
+int tide_alltoall(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                  tide_dtype dtype)
+{
+    tide_req *req;
+    int rc = tide_ialltoall(comm, sendbuf, recvbuf, count, dtype, &req);
+    return tide__wait_and_free(rc, req);
+}

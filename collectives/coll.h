@@ -1,0 +1,168 @@
+/* coll.h - what every collective shares: the call's arguments, the
+ * blocks a vector is cut into, and a round driver that most algorithms
+ * are written against.
+ *
+ * A collective request is a struct tide__coll (or a struct that starts
+ * with one).  Its algorithm is a struct tide__algo: a name and an op
+ * vtable.  Most algorithms are sequences of rounds (binomial trees,
+ * recursive doubling, Bruck, pairwise exchange): they fill a struct
+ * tide__rounds and let the driver in coll.c post each round, wait for its
+ * messages and call them back.  The pipelined ring and chain need finer
+ * control and bring their own start/step.
+ *
+ * All ranks are ranks of the communicator; messages map them to world
+ * ranks.  Every message of a collective carries its signature (kind,
+ * dtype, op, root, count), so a peer that called something else is
+ * caught before a payload byte lands.
+ */
+#ifndef TIDE_COLL_H
+#define TIDE_COLL_H
+
+#include "collectives/reduction.h"
+#include "engine/context.h"
+
+/* Messages one round may post. */
+#define TIDE_COLL_MSGS 4
+
+struct tide__coll;
+
+/* An algorithm made of rounds.  post_round posts up to TIDE_COLL_MSGS
+ * messages with tide__coll_send/recv (receives first: a peer that is
+ * ahead then lands in place); end_round runs once they all completed;
+ * finish runs after the last round, before success.  A round that posts
+ * nothing goes straight to its end_round.  Any of them may call
+ * tide__req_fail. */
+struct tide__rounds {
+    /* Count rounds (c->nrounds) and take scratch; 0 or a TIDE_E*. */
+    int (*setup)(struct tide__coll *c);
+    void (*post_round)(struct tide__coll *c, int round);
+    void (*end_round)(struct tide__coll *c, int round);
+    void (*finish)(struct tide__coll *c);
+};
+
+/* An algorithm: its name (as tide_req_algorithm reports it) and how the
+ * engine runs it.  Round-based ones set rounds and use tide__coll_vtbl;
+ * op_size is the size of their request struct. */
+struct tide__algo {
+    const char *name;
+    size_t op_size;
+    const struct tide__op_vtbl *vt;
+    const struct tide__rounds *rounds;
+};
+
+/* How a vector is cut into one block per rank.  Exactly one of: blocks
+ * of `each` elements; `total` elements split as evenly as possible (the
+ * first total % n blocks one longer); explicit offsets (n + 1 entries). */
+struct tide__blocks {
+    size_t each;
+    size_t total;
+    size_t *offs; /* owned: freed with the request */
+};
+
+/* The request of a collective.  Algorithms with state of their own
+ * declare a struct that starts with this one and give its size in
+ * tide__algo.op_size. */
+struct tide__coll {
+    tide_req req;
+    uint8_t kind; /* TIDE_KIND_*, on the wire */
+    const void *sendbuf; /* the input (recvbuf when in place) */
+    void *recvbuf;
+    size_t count; /* the signature's count; meaning per collective */
+    tide_dtype dtype;
+    tide_op op;
+    int root;
+    size_t esize; /* bytes per element */
+    struct tide__blocks blk;
+
+    const struct tide__algo *algo;
+    /* When the output overlaps the input in a way the algorithm cannot
+     * work in, it runs into recvbuf = a staging buffer and its result is
+     * copied to stage_to on success. */
+    void *stage_to;
+    size_t stage_bytes;
+    void *scratch; /* from tide__scratch_get, returned on release */
+    size_t scratch_len;
+
+    /* the round driver */
+    int round, nrounds;
+    int pending; /* messages of this round not yet complete */
+    int nmsg;
+    tide__msg msg[TIDE_COLL_MSGS];
+};
+
+/* The vtable of round-based algorithms (the driver). */
+extern const struct tide__op_vtbl tide__coll_vtbl;
+
+/* Post a send or receive of bytes for the current round (tag = round)
+ * to or from comm rank peer.  A zero-byte message is still sent: the
+ * peer counts on it. */
+void tide__coll_send(struct tide__coll *c, int peer, const void *buf, size_t bytes);
+void tide__coll_recv(struct tide__coll *c, int peer, void *buf, size_t bytes);
+
+/* Same, with an explicit tag, for algorithms with their own step (the
+ * ring, the chain): fill m and post it. */
+void tide__coll_post(struct tide__coll *c, tide__msg *m, enum tide__msg_dir dir, int peer,
+                     uint32_t tag, void *buf, size_t bytes);
+
+/* Take len bytes of scratch into c->scratch (released with the request).
+ * 0 or TIDE_ENOMEM (and the request is failed). */
+int tide__coll_scratch(struct tide__coll *c, size_t len);
+
+/* The element offset of block b of n blocks (b == n: the total). */
+size_t tide__blocks_off(const struct tide__blocks *blk, int n, int b);
+
+/* The element offset and length of block b of c's group. */
+size_t tide__blk_off(const struct tide__coll *c, int b);
+size_t tide__blk_len(const struct tide__coll *c, int b);
+
+/* Byte pointers into a buffer, by element index. */
+static inline char *tide__at(const struct tide__coll *c, const void *buf, size_t elem)
+{
+    return (char *)buf + elem * c->esize;
+}
+
+/* comm rank <-> rank relative to root (trees), and the group's size. */
+static inline int tide__rel(const struct tide__coll *c, int r)
+{
+    int n = c->req.comm->size;
+    return (r - c->root + n) % n;
+}
+
+static inline int tide__abs(const struct tide__coll *c, int vr)
+{
+    return (vr + c->root) % c->req.comm->size;
+}
+
+/* Finish c successfully (copying out of the staging buffer if any).
+ * Every algorithm ends with this rather than tide__req_succeed. */
+void tide__coll_succeed(struct tide__coll *c);
+
+/* Apply AVG's division to n elements at buf (no-op for other ops). */
+void tide__coll_avg(struct tide__coll *c, void *buf, size_t n);
+
+/* Reactor: release hook shared by all collectives (scratch, offsets). */
+void tide__coll_release(tide_req *req);
+
+/* The algorithm for a collective of kind over n ranks moving `bytes`
+ * (the whole vector), honouring TIDE_ALGO_<KIND>.  NULL, with why
+ * filled, when the variable names no algorithm of that collective. */
+const struct tide__algo *tide__select(uint8_t kind, int n, size_t bytes, char *why, size_t len);
+
+/* ---- algorithms ---- */
+extern const struct tide__algo tide__algo_ring_allreduce;
+extern const struct tide__algo tide__algo_ring_reduce_scatter;
+extern const struct tide__algo tide__algo_ring_allgather;
+extern const struct tide__algo tide__algo_rd_allreduce;   /* recursive doubling */
+extern const struct tide__algo tide__algo_rabenseifner;
+extern const struct tide__algo tide__algo_rh_reduce_scatter; /* recursive halving */
+extern const struct tide__algo tide__algo_rd_allgather;
+extern const struct tide__algo tide__algo_bruck_allgather;
+extern const struct tide__algo tide__algo_binomial_bcast;
+extern const struct tide__algo tide__algo_chain_bcast;
+extern const struct tide__algo tide__algo_binomial_reduce;
+extern const struct tide__algo tide__algo_binomial_gather;
+extern const struct tide__algo tide__algo_binomial_scatter;
+extern const struct tide__algo tide__algo_pairwise_alltoall;
+extern const struct tide__algo tide__algo_local; /* a group of one */
+
+#endif

@@ -1,0 +1,115 @@
+/* select.c - which algorithm runs a collective: chosen by group size and
+ * message size, or named by TIDE_ALGO_<COLLECTIVE> (e.g.
+ * TIDE_ALGO_ALLREDUCE=ring).  An algorithm that cannot serve the group
+ * (recursive doubling of an all-gather over a group that is not a power
+ * of two) gives way to the default, and the request reports the one that
+ * ran.
+ *
+ * The size thresholds are where the cheaper-in-latency algorithm stops
+ * winning; see docs/algorithms.md for how they were found. */
+#include "collectives/coll.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct choice {
+    const char *name;
+    const struct tide__algo *algo;
+    bool pow2_only;
+};
+
+struct family {
+    uint8_t kind;
+    const char *env; /* TIDE_ALGO_... */
+    struct choice c[4];
+};
+
+static const struct family families[] = {
+    {TIDE_KIND_ALLREDUCE, "TIDE_ALGO_ALLREDUCE",
+     {{"ring", &tide__algo_ring_allreduce, false},
+      {"recursive_doubling", &tide__algo_rd_allreduce, false},
+      {"rabenseifner", &tide__algo_rabenseifner, false}}},
+    {TIDE_KIND_BROADCAST, "TIDE_ALGO_BROADCAST",
+     {{"binomial", &tide__algo_binomial_bcast, false}, {"chain", &tide__algo_chain_bcast, false}}},
+    {TIDE_KIND_REDUCE, "TIDE_ALGO_REDUCE", {{"binomial", &tide__algo_binomial_reduce, false}}},
+    {TIDE_KIND_ALLGATHER, "TIDE_ALGO_ALLGATHER",
+     {{"ring", &tide__algo_ring_allgather, false},
+      {"bruck", &tide__algo_bruck_allgather, false},
+      {"recursive_doubling", &tide__algo_rd_allgather, true}}},
+    {TIDE_KIND_ALLGATHERV, "TIDE_ALGO_ALLGATHERV",
+     {{"ring", &tide__algo_ring_allgather, false}}},
+    {TIDE_KIND_REDUCE_SCATTER, "TIDE_ALGO_REDUCE_SCATTER",
+     {{"ring", &tide__algo_ring_reduce_scatter, false},
+      {"recursive_halving", &tide__algo_rh_reduce_scatter, false}}},
+    {TIDE_KIND_REDUCE_SCATTERV, "TIDE_ALGO_REDUCE_SCATTERV",
+     {{"ring", &tide__algo_ring_reduce_scatter, false},
+      {"recursive_halving", &tide__algo_rh_reduce_scatter, false}}},
+    {TIDE_KIND_GATHER, "TIDE_ALGO_GATHER", {{"binomial", &tide__algo_binomial_gather, false}}},
+    {TIDE_KIND_SCATTER, "TIDE_ALGO_SCATTER", {{"binomial", &tide__algo_binomial_scatter, false}}},
+    {TIDE_KIND_ALLTOALL, "TIDE_ALGO_ALLTOALL",
+     {{"pairwise", &tide__algo_pairwise_alltoall, false}}},
+};
+
+static bool is_pow2(int n)
+{
+    return (n & (n - 1)) == 0;
+}
+
+/* The default: small vectors want few rounds, large ones few bytes per
+ * rank. */
+static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes)
+{
+    switch (kind) {
+    case TIDE_KIND_ALLREDUCE:
+        if (bytes <= (16u << 10))
+            return &tide__algo_rd_allreduce;
+        if (bytes <= (256u << 10))
+            return &tide__algo_rabenseifner;
+        return &tide__algo_ring_allreduce;
+    case TIDE_KIND_BROADCAST:
+        return bytes <= (64u << 10) || n <= 2 ? &tide__algo_binomial_bcast
+                                              : &tide__algo_chain_bcast;
+    case TIDE_KIND_REDUCE:
+        return &tide__algo_binomial_reduce;
+    case TIDE_KIND_ALLGATHER:
+        if (bytes > (64u << 10))
+            return &tide__algo_ring_allgather;
+        return is_pow2(n) ? &tide__algo_rd_allgather : &tide__algo_bruck_allgather;
+    case TIDE_KIND_ALLGATHERV:
+        return &tide__algo_ring_allgather;
+    case TIDE_KIND_REDUCE_SCATTER:
+    case TIDE_KIND_REDUCE_SCATTERV:
+        return bytes <= (64u << 10) ? &tide__algo_rh_reduce_scatter
+                                    : &tide__algo_ring_reduce_scatter;
+    case TIDE_KIND_GATHER:
+        return &tide__algo_binomial_gather;
+    case TIDE_KIND_SCATTER:
+        return &tide__algo_binomial_scatter;
+    default:
+        return &tide__algo_pairwise_alltoall;
+    }
+}
+
+const struct tide__algo *tide__select(uint8_t kind, int n, size_t bytes, char *why, size_t len)
+{
+    const struct family *f = NULL;
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (families[i].kind == kind)
+            f = &families[i];
+    const char *want = f ? getenv(f->env) : NULL;
+    if (!want || !*want)
+        return by_size(kind, n, bytes);
+
+    for (int i = 0; i < 4 && f->c[i].name; i++) {
+        if (strcmp(want, f->c[i].name) != 0)
+            continue;
+        if (f->c[i].pow2_only && !is_pow2(n))
+            return by_size(kind, n, bytes);
+        return f->c[i].algo;
+    }
+    int used = snprintf(why, len, "%s=%s names no algorithm; choose one of:", f->env, want);
+    for (int i = 0; i < 4 && f->c[i].name && used > 0 && (size_t)used < len; i++)
+        used += snprintf(why + used, len - (size_t)used, " %s", f->c[i].name);
+    return NULL;
+}

@@ -1,0 +1,313 @@
+/* mismatch.c - noticing that ranks called different collectives, and
+ * making sure a failed collective does not leave the others hanging.
+ *
+ * Every frame of a collective carries its signature (kind, dtype, op,
+ * root, count).  A mismatch shows up in one of three ways:
+ *   - a frame meets a posted receive whose signature differs (the
+ *     transport fails that receive with TIDE_EMISMATCH);
+ *   - a frame arrives that no receive wants yet: if this rank's
+ *     collective with that sequence number is running, the signatures are
+ *     compared now; if it has not started, the signature is noted and
+ *     compared when it starts; if it already finished, the peer must have
+ *     run a different pattern, and it is told so;
+ *   - a peer reports it (below).
+ * A rank whose collective fails (mismatch, deadline, a lost peer) sends a
+ * "poison" frame with its account to every other rank of the
+ * communicator, so ranks that wait on it fail at once with the same error
+ * instead of waiting out their deadline.  (A rank that answers a stale
+ * frame with a mismatch poison after failing for another reason has
+ * already told that peer the real reason, earlier on the same stream.)  A root whose one-way sends
+ * complete before any frame comes back cannot learn of a mismatch: that
+ * rank succeeds, the others still fail.
+ *
+ * Reactor thread only. */
+#include "engine/context.h"
+#include "engine/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Something learned about a collective this rank has not started. */
+struct tide__note {
+    uint32_t comm_id;
+    uint64_t seq;
+    int peer; /* world rank it came from */
+    int err;  /* 0: a frame arrived early with signature sig; else a peer's failure */
+    struct tide__frame sig;
+    char text[200];
+};
+
+/* A poison frame on its way out: owned by the engine, not a request. */
+struct ctl_msg {
+    tide__msg m;
+    char text[256];
+};
+
+static const char *kind_name(uint8_t kind)
+{
+    static const char *names[] = {"?", "p2p", "barrier", "allreduce", "broadcast", "reduce",
+                                  "allgather", "allgatherv", "reduce_scatter", "reduce_scatterv",
+                                  "gather", "scatter", "alltoall"};
+    return kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
+void tide__describe_signature(const struct tide__frame *s, char *buf, size_t len)
+{
+    const char *kind = kind_name(s->kind);
+    if (s->kind == TIDE_KIND_BARRIER) {
+        snprintf(buf, len, "barrier");
+        return;
+    }
+    int n = snprintf(buf, len, "%s of %llu %s", kind, (unsigned long long)s->count,
+                     tide_dtype_name((tide_dtype)s->dtype));
+    bool reduces = s->kind == TIDE_KIND_ALLREDUCE || s->kind == TIDE_KIND_REDUCE ||
+                   s->kind == TIDE_KIND_REDUCE_SCATTER || s->kind == TIDE_KIND_REDUCE_SCATTERV;
+    if (reduces && n > 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " (%s)", tide_op_name((tide_op)s->redop));
+    if (s->root >= 0 && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " from root %d", s->root);
+}
+
+static tide_req *find_active(struct tide__ctx *ctx, uint32_t comm_id, uint64_t seq)
+{
+    for (tide_req *req = ctx->active; req; req = req->act_next)
+        if (req->seq == seq && req->comm->id == comm_id && !req->finished)
+            return req;
+    return NULL;
+}
+
+static tide_comm *find_comm(struct tide__ctx *ctx, uint32_t id)
+{
+    if (id == ctx->world.id)
+        return &ctx->world;
+    pthread_mutex_lock(&ctx->pool_lock);
+    tide_comm *c = ctx->comms;
+    while (c && c->id != id)
+        c = c->next;
+    pthread_mutex_unlock(&ctx->pool_lock);
+    return c;
+}
+
+void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *theirs)
+{
+    char mine[96], other[96];
+    tide__describe_signature(&req->sig, mine, sizeof mine);
+    tide__describe_signature(theirs, other, sizeof other);
+    tide__req_fail(req, TIDE_EMISMATCH, "rank %d (world) called %s, this rank %s", peer, other,
+                   mine);
+}
+
+static void send_poison(struct tide__ctx *ctx, int world_peer, uint32_t comm_id, uint64_t seq,
+                        int err, const char *text)
+{
+    struct ctl_msg *cm = calloc(1, sizeof *cm);
+    if (!cm)
+        return; /* the peer then waits out its own deadline */
+    snprintf(cm->text, sizeof cm->text, "%s", text);
+    tide__msg *m = &cm->m;
+    m->dir = TIDE_MSG_SEND;
+    m->peer = world_peer;
+    m->hdr.type = TIDE_FRAME_DATA;
+    m->hdr.kind = TIDE_KIND_POISON;
+    m->hdr.comm_id = comm_id;
+    m->hdr.seq = seq;
+    m->hdr.tag = (uint32_t)-err;
+    m->hdr.root = -1;
+    m->buf = cm->text;
+    m->len = strlen(cm->text);
+    ctx->tp->ops->post(ctx->tp, m);
+}
+
+void tide__ctl_msg_done(tide__msg *m)
+{
+    free(container_of(m, struct ctl_msg, m));
+}
+
+/* Poison (comm, seq) at every other reachable rank of comm. */
+static void poison_all(struct tide__ctx *ctx, tide_comm *comm, uint64_t seq, int err,
+                       const char *text)
+{
+    for (int r = 0; r < comm->size; r++) {
+        int w = comm->world_of ? comm->world_of[r] : r;
+        if (w != ctx->rank && !ctx->tp->ops->peer_reason(ctx->tp, w))
+            send_poison(ctx, w, comm->id, seq, err, text);
+    }
+}
+
+void tide__tell_peers(tide_req *req, int err)
+{
+    poison_all(req->ctx, req->comm, req->seq, err, req->message);
+}
+
+static void add_note(struct tide__ctx *ctx, const struct tide__note *n)
+{
+    if (ctx->nnotes == ctx->notes_cap) {
+        size_t cap = ctx->notes_cap ? 2 * ctx->notes_cap : 16;
+        struct tide__note *p = realloc(ctx->notes, cap * sizeof *p);
+        if (!p)
+            return; /* a lost note costs a later, slower failure, not a wrong one */
+        ctx->notes = p;
+        ctx->notes_cap = cap;
+    }
+    ctx->notes[ctx->nnotes++] = *n;
+}
+
+static bool finished_here(struct tide__ctx *ctx, uint32_t comm_id, uint64_t seq)
+{
+    tide_comm *comm = find_comm(ctx, comm_id);
+    return comm && seq <= comm->started_seq;
+}
+
+static void check_unexpected(struct tide__ctx *ctx, int peer, const struct tide__frame *f)
+{
+    tide_req *req = find_active(ctx, f->comm_id, f->seq);
+    if (req) {
+        if (!tide__frame_same_signature(&req->sig, f))
+            tide__fail_mismatch(req, peer, f);
+        return;
+    }
+    tide_comm *comm = find_comm(ctx, f->comm_id);
+    if (comm && f->seq <= comm->started_seq) {
+        /* It ended here, so the peer runs another pattern.  Everyone is
+         * told, not only the sender: a root waiting for data the sender
+         * sent elsewhere would otherwise wait out its deadline. */
+        char theirs[96], text[256];
+        tide__describe_signature(f, theirs, sizeof theirs);
+        snprintf(text, sizeof text,
+                 "it had finished this collective when rank %d (world) sent a frame of %s",
+                 peer, theirs);
+        poison_all(ctx, comm, f->seq, TIDE_EMISMATCH, text);
+        return;
+    }
+    struct tide__note n = {f->comm_id, f->seq, peer, 0, *f, ""};
+    add_note(ctx, &n);
+}
+
+/* A peer's poison carries the error code, negated, in its tag. */
+static int poison_error(const struct tide__frame *f)
+{
+    int err = -(int)f->tag;
+    return err < 0 && err >= TIDE_EBUSY ? err : TIDE_EPROTO;
+}
+
+static void fail_from_peer(tide_req *req, int err, int peer, const char *text)
+{
+    req->told_by_peer = true; /* no echo back */
+    tide__req_fail(req, err, "rank %d (world) failed it: %s", peer, text);
+}
+
+static void apply_poison(struct tide__ctx *ctx, int peer, const struct tide__frame *f,
+                         const char *text)
+{
+    size_t n = strlen(text);
+    int err = poison_error(f);
+    tide_req *req = find_active(ctx, f->comm_id, f->seq);
+    if (req) {
+        fail_from_peer(req, err, peer, text);
+        return;
+    }
+    if (finished_here(ctx, f->comm_id, f->seq))
+        return; /* it ended here first; nothing is waiting */
+    struct tide__note note = {f->comm_id, f->seq, peer, err, *f, ""};
+    memcpy(note.text, text, n + 1);
+    add_note(ctx, &note);
+}
+
+/* ---- the inbox: what the transport reported, handled between turns ----
+ *
+ * The transport reports from inside its receive path; acting there
+ * (failing requests, running their callbacks, posting poison) would
+ * re-enter it.  So reports are queued and handled with the completed
+ * messages.  An early frame is noted with err 0 and the text empty. */
+
+static void inbox_push(struct tide__ctx *ctx, int peer, const struct tide__frame *f, int poison,
+                       const void *data, size_t len)
+{
+    struct tide__note n = {f->comm_id, f->seq, peer, poison, *f, ""};
+    size_t k = len < sizeof n.text - 1 ? len : sizeof n.text - 1;
+    if (k)
+        memcpy(n.text, data, k);
+    n.text[k] = '\0';
+    if (ctx->ninbox == ctx->inbox_cap) {
+        size_t cap = ctx->inbox_cap ? 2 * ctx->inbox_cap : 16;
+        struct tide__note *p = realloc(ctx->inbox, cap * sizeof *p);
+        if (!p)
+            return; /* a lost report costs a later, slower failure, not a wrong one */
+        ctx->inbox = p;
+        ctx->inbox_cap = cap;
+    }
+    ctx->inbox[ctx->ninbox++] = n;
+}
+
+void tide__frame_unexpected(struct tide__ctx *ctx, int peer, const struct tide__frame *f)
+{
+    if (f->seq != 0) /* point-to-point frames have no signature */
+        inbox_push(ctx, peer, f, 0, NULL, 0);
+}
+
+void tide__frame_poison(struct tide__ctx *ctx, int peer, const struct tide__frame *f,
+                        const void *data, size_t len)
+{
+    inbox_push(ctx, peer, f, 1, data, len);
+}
+
+int tide__inbox_process(struct tide__ctx *ctx)
+{
+    int n = 0;
+    /* Handling may fail requests whose callbacks post more work, which
+     * can report more: take the batch first. */
+    while (ctx->ninbox) {
+        size_t k = ctx->ninbox;
+        struct tide__note *batch = ctx->inbox;
+        ctx->inbox = NULL;
+        ctx->ninbox = ctx->inbox_cap = 0;
+        for (size_t i = 0; i < k; i++) {
+            if (batch[i].err)
+                apply_poison(ctx, batch[i].peer, &batch[i].sig, batch[i].text);
+            else
+                check_unexpected(ctx, batch[i].peer, &batch[i].sig);
+        }
+        free(batch);
+        n += (int)k;
+    }
+    return n;
+}
+
+bool tide__check_notes(tide_req *req)
+{
+    struct tide__ctx *ctx = req->ctx;
+    tide_comm *comm = req->comm;
+    if (req->seq > comm->started_seq)
+        comm->started_seq = req->seq;
+    bool failed = false;
+    size_t keep = 0;
+    for (size_t i = 0; i < ctx->nnotes; i++) {
+        struct tide__note *n = &ctx->notes[i];
+        if (n->comm_id != comm->id || n->seq != req->seq) {
+            ctx->notes[keep++] = *n;
+            continue;
+        }
+        if (failed)
+            continue;
+        if (n->err) {
+            fail_from_peer(req, n->err, n->peer, n->text);
+            failed = true;
+        } else if (!tide__frame_same_signature(&req->sig, &n->sig)) {
+            tide__fail_mismatch(req, n->peer, &n->sig);
+            failed = true;
+        }
+    }
+    ctx->nnotes = keep;
+    return failed;
+}
+
+void tide__notes_free(struct tide__ctx *ctx)
+{
+    free(ctx->inbox);
+    ctx->inbox = NULL;
+    ctx->ninbox = ctx->inbox_cap = 0;
+    free(ctx->notes);
+    ctx->notes = NULL;
+    ctx->nnotes = ctx->notes_cap = 0;
+}

@@ -1,0 +1,183 @@
+/* test_coll_failures_tcp.c - collectives that go wrong across real rank
+ * processes: ranks that call mismatched collectives (kind, count, dtype,
+ * op, root) get TIDE_EMISMATCH with a message saying what differed, never
+ * a hang or an overrun; a collective one rank never joins fails with
+ * TIDE_ETIMEDOUT on every rank where it is pending; and the communicator
+ * keeps working afterwards. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "tests/harness.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* After a failure, the communicator still runs collectives correctly. */
+static void still_works(tide_comm *comm)
+{
+    int n = tide_comm_size(comm), r = tide_comm_rank(comm);
+    EXPECT_OK(tide_barrier(comm));
+    int32_t in[5] = {r, r, r, r, r}, out[5];
+    EXPECT_OK(tide_allreduce(comm, in, out, 5, TIDE_INT32, TIDE_SUM));
+    for (int i = 0; i < 5; i++)
+        EXPECT(out[i] == n * (n - 1) / 2, "after the failure, allreduce gave %d", out[i]);
+}
+
+/* The rank that differs is the last one; everyone must see a mismatch,
+ * and the message must name what differed. */
+enum diff { DIFF_COUNT, DIFF_DTYPE, DIFF_OP, DIFF_KIND, DIFF_ROOT };
+
+static void mismatch_body(tide_comm *comm, void *arg)
+{
+    enum diff d = *(enum diff *)arg;
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    bool odd = r == n - 1;
+    float buf[4096] = {0}, out[4096 * 8];
+    tide_req *req = NULL;
+    double t0 = now_s();
+    switch (d) {
+    case DIFF_COUNT:
+        EXPECT_OK(tide_iallreduce(comm, buf, out, odd ? 1000 : 4096, TIDE_FLOAT32, TIDE_SUM, &req));
+        break;
+    case DIFF_DTYPE:
+        EXPECT_OK(tide_iallgather(comm, buf, out, 64, odd ? TIDE_INT32 : TIDE_FLOAT32, &req));
+        break;
+    case DIFF_OP:
+        EXPECT_OK(tide_ireduce_scatter(comm, buf, out, 16, TIDE_FLOAT32, odd ? TIDE_MAX : TIDE_SUM,
+                                       &req));
+        break;
+    case DIFF_KIND:
+        if (odd)
+            EXPECT_OK(tide_iallgather(comm, buf, out, 8, TIDE_FLOAT32, &req));
+        else
+            EXPECT_OK(tide_iallreduce(comm, buf, out, 8, TIDE_FLOAT32, TIDE_SUM, &req));
+        break;
+    case DIFF_ROOT:
+        EXPECT_OK(tide_ireduce(comm, buf, out, 256, TIDE_FLOAT32, TIDE_SUM, odd ? 1 : 0, &req));
+        break;
+    }
+    int rc = tide_wait(req, 10000);
+    double took = now_s() - t0;
+    const char *msg = tide_req_message(req);
+    if (d == DIFF_ROOT && r != 0) {
+        /* A leaf's one-way send may complete before anything comes back,
+         * so it may succeed; the root, which waits for data, must not. */
+        EXPECT(rc == 0 || rc == TIDE_EMISMATCH, "leaf got %s: %s", tide_err_name(rc), msg);
+    } else {
+        EXPECT(rc == TIDE_EMISMATCH, "got %s: %s", tide_err_name(rc), msg);
+    }
+    EXPECT(took < 5.0, "the mismatch took %.2f s to surface (deadline is 20 s)", took);
+    if (rc == TIDE_EMISMATCH) {
+        const char *want[] = {"of 1000", "int32", "(max)", "allgather", "root 1"};
+        bool says = strstr(msg, want[d]) != NULL ||
+                    (d == DIFF_COUNT && strstr(msg, "of 4096")) ||
+                    (d == DIFF_DTYPE && strstr(msg, "float")) ||
+                    (d == DIFF_OP && strstr(msg, "(sum)")) ||
+                    (d == DIFF_KIND && strstr(msg, "allreduce")) ||
+                    (d == DIFF_ROOT && strstr(msg, "root 0"));
+        EXPECT(says, "the message does not say what differed: %s", msg);
+    }
+    tide_req_free(req);
+    still_works(comm);
+}
+
+static void run_mismatch(int n, enum diff d, tide_progress_mode mode)
+{
+    struct harness_opts o;
+    harness_defaults(&o);
+    o.progress = mode;
+    assert_int_equal(harness_run(n, &o, mismatch_body, &d), 0);
+}
+
+static void mismatched_count(void **state)
+{
+    run_mismatch(4, DIFF_COUNT, TIDE_PROGRESS_THREAD);
+    run_mismatch(2, DIFF_COUNT, TIDE_PROGRESS_INLINE);
+}
+
+static void mismatched_dtype(void **state) { run_mismatch(3, DIFF_DTYPE, TIDE_PROGRESS_THREAD); }
+static void mismatched_op(void **state) { run_mismatch(4, DIFF_OP, TIDE_PROGRESS_THREAD); }
+static void mismatched_kind(void **state)
+{
+    run_mismatch(4, DIFF_KIND, TIDE_PROGRESS_THREAD);
+    run_mismatch(3, DIFF_KIND, TIDE_PROGRESS_INLINE);
+}
+static void mismatched_root(void **state) { run_mismatch(3, DIFF_ROOT, TIDE_PROGRESS_THREAD); }
+
+/* A large allreduce whose counts differ: the ring's chunks must never be
+ * written past the smaller rank's buffer (ASan watches). */
+static void mismatch_large(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm);
+    size_t count = r == 0 ? 300000 : 200000;
+    float *in = calloc(count, sizeof *in), *out = calloc(count, sizeof *out);
+    EXPECT(in && out, "memory");
+    int rc = tide_allreduce(comm, in, out, count, TIDE_FLOAT32, TIDE_SUM);
+    EXPECT(rc == TIDE_EMISMATCH, "got %s", tide_err_name(rc));
+    free(in);
+    free(out);
+    still_works(comm);
+}
+
+static void mismatched_large_ring(void **state)
+{
+    setenv("TIDE_ALGO_ALLREDUCE", "ring", 1);
+    assert_int_equal(harness_run(3, NULL, mismatch_large, NULL), 0);
+    unsetenv("TIDE_ALGO_ALLREDUCE");
+}
+
+/* Rank 1 joins the allreduce only after the others' deadline (1 s): they
+ * fail with TIDE_ETIMEDOUT, and so does rank 1 when it finally calls. */
+static void late_rank(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm);
+    double t0 = now_s();
+    if (r == 1) {
+        struct timespec ts = {1, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    int32_t in[16] = {0}, out[16];
+    tide_req *req;
+    EXPECT_OK(tide_iallreduce(comm, in, out, 16, TIDE_INT32, TIDE_SUM, &req));
+    int rc = tide_wait(req, 10000);
+    double took = now_s() - t0;
+    EXPECT(rc == TIDE_ETIMEDOUT, "got %s: %s", tide_err_name(rc), tide_req_message(req));
+    EXPECT(took < 4.0, "took %.2f s", took);
+    tide_req_free(req);
+}
+
+static void deadline_everywhere(void **state)
+{
+    struct harness_opts o;
+    harness_defaults(&o);
+    o.timeout_s = 1.0;
+    assert_int_equal(harness_run(3, &o, late_rank, NULL), 0);
+}
+
+static int setup(void **state)
+{
+    setenv("TIDE_LOG_LEVEL", "0", 1);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(mismatched_count), cmocka_unit_test(mismatched_dtype),
+        cmocka_unit_test(mismatched_op),    cmocka_unit_test(mismatched_kind),
+        cmocka_unit_test(mismatched_root),  cmocka_unit_test(mismatched_large_ring),
+        cmocka_unit_test(deadline_everywhere),
+    };
+    return cmocka_run_group_tests_name("collective failures over tcp", tests, setup, NULL);
+}
