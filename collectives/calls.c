@@ -130,6 +130,10 @@ static int launch(struct call *k, tide_req **out)
     req->sig.redop = (uint8_t)k->op;
     req->sig.root = rooted ? k->root : -1;
     req->sig.count = k->count;
+    /* Ranks running different algorithms (different TIDE_ALGO_* values)
+     * would pair up frames of different patterns: the algorithm is part
+     * of the signature, so that is a mismatch, not corruption. */
+    req->sig.flags = tide__algo_id(algo);
     c->kind = k->kind;
     c->sendbuf = k->sendbuf;
     c->recvbuf = k->recvbuf;

@@ -38,6 +38,10 @@ void tide__coll_recv(struct tide__coll *c, int peer, void *buf, size_t bytes)
 
 int tide__coll_scratch(struct tide__coll *c, size_t len)
 {
+    if (c->scratch) {
+        tide__req_fail(&c->req, TIDE_EPROTO, "internal error: scratch taken twice");
+        return TIDE_EPROTO;
+    }
     c->scratch = tide__scratch_get(c->req.ctx, len);
     if (!c->scratch) {
         tide__req_fail(&c->req, TIDE_ENOMEM, "cannot allocate %zu bytes of scratch", len);
@@ -125,7 +129,7 @@ static void rounds_start(tide_req *req)
     c->nrounds = 0;
     int rc = c->algo->rounds->setup ? c->algo->rounds->setup(c) : 0;
     if (rc) {
-        tide__req_fail(req, rc, "%s: cannot set up", c->algo->name);
+        tide__req_fail(req, rc, "%s: cannot set up", c->algo->name); /* no-op if failed already */
         return;
     }
     advance(c);

@@ -77,7 +77,10 @@ struct tide__coll {
     const struct tide__algo *algo;
     /* When the output overlaps the input in a way the algorithm cannot
      * work in, it runs into recvbuf = a staging buffer and its result is
-     * copied to stage_to on success. */
+     * copied to stage_to on success.  Allreduce, reduce and
+     * reduce-scatter are staged that way; all-gather, gather and scatter
+     * are not, so their algorithms read their own input before writing
+     * any of recvbuf. */
     void *stage_to;
     size_t stage_bytes;
     void *scratch; /* from tide__scratch_get, returned on release */
@@ -147,6 +150,10 @@ void tide__coll_release(tide_req *req);
  * (the whole vector), honouring TIDE_ALGO_<KIND>.  NULL, with why
  * filled, when the variable names no algorithm of that collective. */
 const struct tide__algo *tide__select(uint8_t kind, int n, size_t bytes, char *why, size_t len);
+
+/* A small number naming an algorithm on the wire (frame flags), and back. */
+uint8_t tide__algo_id(const struct tide__algo *algo);
+const char *tide__algo_name_of(uint8_t id);
 
 /* ---- algorithms ---- */
 extern const struct tide__algo tide__algo_ring_allreduce;

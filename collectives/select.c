@@ -113,3 +113,27 @@ const struct tide__algo *tide__select(uint8_t kind, int n, size_t bytes, char *w
         used += snprintf(why + used, len - (size_t)used, " %s", f->c[i].name);
     return NULL;
 }
+
+/* Ids are positions in one list of every algorithm; 0 is "none". */
+static const struct tide__algo *const all_algos[] = {
+    &tide__algo_local,           &tide__algo_ring_allreduce,    &tide__algo_ring_reduce_scatter,
+    &tide__algo_ring_allgather,  &tide__algo_rd_allreduce,      &tide__algo_rabenseifner,
+    &tide__algo_rh_reduce_scatter, &tide__algo_rd_allgather,    &tide__algo_bruck_allgather,
+    &tide__algo_binomial_bcast,  &tide__algo_chain_bcast,       &tide__algo_binomial_reduce,
+    &tide__algo_binomial_gather, &tide__algo_binomial_scatter,  &tide__algo_pairwise_alltoall,
+};
+
+uint8_t tide__algo_id(const struct tide__algo *algo)
+{
+    for (size_t i = 0; i < sizeof all_algos / sizeof all_algos[0]; i++)
+        if (all_algos[i] == algo)
+            return (uint8_t)(i + 1);
+    return 0;
+}
+
+const char *tide__algo_name_of(uint8_t id)
+{
+    if (id == 0 || id > sizeof all_algos / sizeof all_algos[0])
+        return "?";
+    return all_algos[id - 1]->name;
+}

@@ -93,7 +93,7 @@ struct tide_req {
     const char *algorithm;
     unsigned size_class; /* which pool it returns to */
     tide_req *pool_next;
-    char message[256];
+    char message[320];
     /* operation-specific state follows in the enclosing struct */
 };
 
@@ -230,8 +230,9 @@ void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *thei
 /* A collective is starting: apply what was learned of it before (early
  * frames, peers' failures).  True when that failed it. */
 bool tide__check_notes(tide_req *req);
-/* req (a collective) failed here: tell the other ranks of its comm. */
-void tide__tell_peers(tide_req *req, int err);
+/* req (a collective) failed here with err for the reason in detail:
+ * tell the other ranks of its comm. */
+void tide__tell_peers(tide_req *req, int err, const char *detail);
 /* An engine-owned control message completed: free it. */
 void tide__ctl_msg_done(tide__msg *m);
 void tide__notes_free(struct tide__ctx *ctx);

@@ -20,7 +20,10 @@
  * complete before any frame comes back cannot learn of a mismatch: that
  * rank succeeds, the others still fail.
  *
+ * Ranks in messages are world ranks (those of tide_init's communicator).
+ *
  * Reactor thread only. */
+#include "collectives/coll.h"
 #include "engine/context.h"
 #include "engine/log.h"
 
@@ -66,7 +69,9 @@ void tide__describe_signature(const struct tide__frame *s, char *buf, size_t len
     if (reduces && n > 0 && (size_t)n < len)
         n += snprintf(buf + n, len - (size_t)n, " (%s)", tide_op_name((tide_op)s->redop));
     if (s->root >= 0 && n > 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, " from root %d", s->root);
+        n += snprintf(buf + n, len - (size_t)n, " from root %d", s->root);
+    if (s->flags && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " [%s]", tide__algo_name_of(s->flags));
 }
 
 static tide_req *find_active(struct tide__ctx *ctx, uint32_t comm_id, uint64_t seq)
@@ -91,11 +96,11 @@ static tide_comm *find_comm(struct tide__ctx *ctx, uint32_t id)
 
 void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *theirs)
 {
-    char mine[96], other[96];
+    char mine[128], other[128];
     tide__describe_signature(&req->sig, mine, sizeof mine);
     tide__describe_signature(theirs, other, sizeof other);
-    tide__req_fail(req, TIDE_EMISMATCH, "rank %d (world) called %s, this rank %s", peer, other,
-                   mine);
+    tide__req_fail(req, TIDE_EMISMATCH, "rank %d called %s; rank %d called %s", peer, other,
+                   req->ctx->rank, mine);
 }
 
 static void send_poison(struct tide__ctx *ctx, int world_peer, uint32_t comm_id, uint64_t seq,
@@ -135,9 +140,9 @@ static void poison_all(struct tide__ctx *ctx, tide_comm *comm, uint64_t seq, int
     }
 }
 
-void tide__tell_peers(tide_req *req, int err)
+void tide__tell_peers(tide_req *req, int err, const char *detail)
 {
-    poison_all(req->ctx, req->comm, req->seq, err, req->message);
+    poison_all(req->ctx, req->comm, req->seq, err, detail);
 }
 
 static void add_note(struct tide__ctx *ctx, const struct tide__note *n)
@@ -172,10 +177,10 @@ static void check_unexpected(struct tide__ctx *ctx, int peer, const struct tide_
         /* It ended here, so the peer runs another pattern.  Everyone is
          * told, not only the sender: a root waiting for data the sender
          * sent elsewhere would otherwise wait out its deadline. */
-        char theirs[96], text[256];
+        char theirs[128], text[256];
         tide__describe_signature(f, theirs, sizeof theirs);
         snprintf(text, sizeof text,
-                 "it had finished this collective when rank %d (world) sent a frame of %s",
+                 "it had finished this collective when rank %d sent a frame of %s",
                  peer, theirs);
         poison_all(ctx, comm, f->seq, TIDE_EMISMATCH, text);
         return;
@@ -194,7 +199,7 @@ static int poison_error(const struct tide__frame *f)
 static void fail_from_peer(tide_req *req, int err, int peer, const char *text)
 {
     req->told_by_peer = true; /* no echo back */
-    tide__req_fail(req, err, "rank %d (world) failed it: %s", peer, text);
+    tide__req_fail(req, err, "rank %d reported: %s", peer, text);
 }
 
 static void apply_poison(struct tide__ctx *ctx, int peer, const struct tide__frame *f,

@@ -221,6 +221,7 @@ void tide__msg_init(tide__msg *m, tide_req *req, enum tide__msg_dir dir, int pee
         m->hdr.redop = req->sig.redop;
         m->hdr.root = req->sig.root;
         m->hdr.count = req->sig.count;
+        m->hdr.flags = req->sig.flags;
     }
     m->buf = buf;
     m->len = len;
@@ -250,7 +251,7 @@ void tide__req_fail(tide_req *req, int err, const char *fmt, ...)
         return; /* the first error wins */
     req->failing = err;
 
-    char detail[160];
+    char detail[240];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
@@ -259,7 +260,7 @@ void tide__req_fail(tide_req *req, int err, const char *fmt, ...)
              req->comm->rank, req->opname, (unsigned long long)req->seq, detail,
              tide_strerror(err));
     if (req->seq && !req->told_by_peer && !req->ctx->broken)
-        tide__tell_peers(req, err);
+        tide__tell_peers(req, err, detail);
 
     struct tide__transport *tp = req->ctx->tp;
     tide__msg *m = req->live;

@@ -16,6 +16,8 @@
 void *tide__scratch_get(struct tide__ctx *ctx, size_t len)
 {
     struct tide__scratch_cache *sc = &ctx->scratch;
+    if (len == 0)
+        return malloc(1); /* a cached buffer would come back as 0 bytes, its size lost */
     int best = -1;
     for (int i = 0; i < CACHE_SLOTS; i++) {
         if (!sc->buf[i] || sc->len[i] < len)
@@ -32,15 +34,17 @@ void *tide__scratch_get(struct tide__ctx *ctx, size_t len)
     return malloc(len ? len : 1);
 }
 
-/* The buffer is kept at the size it was allocated with: callers give
- * back the length they asked for, and a reused buffer may be larger, so
- * malloc_usable_size would be the honest size; we use the asked length,
- * which only undercounts. */
+/* Callers give back the length they asked for, which may undercount a
+ * reused buffer: the cache then only underuses it. */
 void tide__scratch_put(struct tide__ctx *ctx, void *buf, size_t len)
 {
     struct tide__scratch_cache *sc = &ctx->scratch;
     if (!buf)
         return;
+    if (len == 0) {
+        free(buf);
+        return;
+    }
     int slot = -1;
     for (int i = 0; i < CACHE_SLOTS && slot < 0; i++)
         if (!sc->buf[i])

@@ -137,6 +137,29 @@ static void mismatched_large_ring(void **state)
     unsetenv("TIDE_ALGO_ALLREDUCE");
 }
 
+/* Ranks configured with different algorithms would pair frames of
+ * different patterns: it is a mismatch, named as such. */
+static void algo_differs(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm);
+    setenv("TIDE_ALGO_ALLREDUCE", r == 0 ? "ring" : "recursive_doubling", 1);
+    float in[1000] = {0}, out[1000];
+    tide_req *req;
+    EXPECT_OK(tide_iallreduce(comm, in, out, 1000, TIDE_FLOAT32, TIDE_SUM, &req));
+    int rc = tide_wait(req, 10000);
+    EXPECT(rc == TIDE_EMISMATCH, "got %s: %s", tide_err_name(rc), tide_req_message(req));
+    EXPECT(strstr(tide_req_message(req), "[ring]") && strstr(tide_req_message(req), "[recursive_doubling]"),
+           "the message should name both algorithms: %s", tide_req_message(req));
+    tide_req_free(req);
+    unsetenv("TIDE_ALGO_ALLREDUCE");
+    still_works(comm);
+}
+
+static void mismatched_algorithm(void **state)
+{
+    assert_int_equal(harness_run(3, NULL, algo_differs, NULL), 0);
+}
+
 /* Rank 1 joins the allreduce only after the others' deadline (1 s): they
  * fail with TIDE_ETIMEDOUT, and so does rank 1 when it finally calls. */
 static void late_rank(tide_comm *comm, void *arg)
@@ -177,7 +200,7 @@ int main(void)
         cmocka_unit_test(mismatched_count), cmocka_unit_test(mismatched_dtype),
         cmocka_unit_test(mismatched_op),    cmocka_unit_test(mismatched_kind),
         cmocka_unit_test(mismatched_root),  cmocka_unit_test(mismatched_large_ring),
-        cmocka_unit_test(deadline_everywhere),
+        cmocka_unit_test(mismatched_algorithm), cmocka_unit_test(deadline_everywhere),
     };
     return cmocka_run_group_tests_name("collective failures over tcp", tests, setup, NULL);
 }

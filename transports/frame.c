@@ -55,5 +55,5 @@ int tide__frame_same_key(const struct tide__frame *a, const struct tide__frame *
 int tide__frame_same_signature(const struct tide__frame *a, const struct tide__frame *b)
 {
     return a->kind == b->kind && a->dtype == b->dtype && a->redop == b->redop &&
-           a->root == b->root && a->count == b->count;
+           a->root == b->root && a->count == b->count && a->flags == b->flags;
 }

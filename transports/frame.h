@@ -12,8 +12,8 @@
  * All fields little-endian.  (comm id, sequence, tag) is the matching key:
  * point-to-point messages use sequence 0 and match in arrival order;
  * collectives use the communicator's collective sequence (from 1) and a
- * tag naming the round or chunk.  (kind, dtype, redop, root, count) is the
- * collective's signature: a receiver whose posted signature differs knows
+ * tag naming the round or chunk.  (kind, dtype, redop, root, count, flags
+ * = algorithm) is the collective's signature: a receiver whose posted signature differs knows
  * the ranks called mismatched collectives.
  */
 #ifndef TIDE_FRAME_H
@@ -75,7 +75,8 @@ int tide__frame_decode(const uint8_t in[TIDE_FRAME_HDR_SIZE], struct tide__frame
 /* Same (comm, seq, tag): the frame is meant for this receive. */
 int tide__frame_same_key(const struct tide__frame *a, const struct tide__frame *b);
 
-/* Same signature (kind, dtype, redop, root, count). */
+/* Same signature (kind, dtype, redop, root, count, and the flags, which
+ * collectives use for their algorithm). */
 int tide__frame_same_signature(const struct tide__frame *a, const struct tide__frame *b);
 
 #endif
