@@ -103,9 +103,11 @@ static int launch(struct call *k, tide_req **out)
 {
     tide_comm *comm = k->comm;
     char why[200];
-    const struct tide__algo *algo =
-        comm->size == 1 ? &tide__algo_local : tide__select(k->kind, comm->size, k->bytes, why,
-                                                            sizeof why);
+    /* Selected even for a group of one, so a misnamed TIDE_ALGO_* fails
+     * on one rank as it would at scale. */
+    const struct tide__algo *algo = tide__select(k->kind, comm->size, k->bytes, why, sizeof why);
+    if (algo && comm->size == 1)
+        algo = &tide__algo_local;
     if (!algo) {
         free(k->blk.offs);
         if (k->stage_to)

@@ -298,7 +298,9 @@ TIDE_API const char *tide_op_name(tide_op op);
  *     is whatever sendbuf points at when the call is made.
  *   - The algorithm is chosen by group size and message size;
  *     TIDE_ALGO_<COLLECTIVE>=<name> (e.g. TIDE_ALGO_ALLREDUCE=ring)
- *     overrides it, and tide_req_algorithm() names the one used.
+ *     overrides it, and tide_req_algorithm() names the one used (a group
+ *     of one always runs "local", a copy; an unknown name is TIDE_EINVAL
+ *     whatever the group).
  *   - Bad arguments (a NULL buffer with count > 0, an unknown dtype or op,
  *     a root outside the group) return TIDE_EINVAL at the call, with a
  *     warning in the log; nothing is sent.
@@ -367,7 +369,8 @@ TIDE_API int tide_reduce_scatter(tide_comm *comm, const void *sendbuf, void *rec
 /* Per-rank counts: sendbuf holds counts[0] + ... + counts[size-1]
  * elements; rank r receives the reduction of its block (counts[r]
  * elements, starting after the blocks of ranks below r).  counts is read
- * during the call only.  TIDE_IN_PLACE as for tide_ireduce_scatter. */
+ * during the call only.  TIDE_IN_PLACE as for tide_ireduce_scatter.
+ * Algorithms: "ring", "recursive_halving". */
 TIDE_API int tide_ireduce_scatterv(tide_comm *comm, const void *sendbuf, void *recvbuf,
                                    const size_t *counts, tide_dtype dtype, tide_op op,
                                    tide_req **req);

@@ -720,7 +720,8 @@ static void run_small_cases(tide_comm *comm, const struct plan *pl, unsigned *sa
 }
 
 /* Large enough for the ring's chunks and pipeline: 300000 float32
- * elements in the whole vector. */
+ * elements in the whole vector; on up to 4 ranks also 2000003, enough to
+ * go round the ring's and the chain's windows of chunks many times. */
 static void run_big_cases(tide_comm *comm, unsigned *salt)
 {
     int n = tide_comm_size(comm);
@@ -745,6 +746,55 @@ static void run_big_cases(tide_comm *comm, unsigned *salt)
         ++*salt;
         run_case(comm, &k);
     }
+    static const enum coll huge[] = {C_ALLREDUCE, C_REDUCE_SCATTER, C_BROADCAST};
+    for (size_t i = 0; n <= 4 && i < sizeof huge / sizeof huge[0]; i++) {
+        size_t count = huge[i] == C_REDUCE_SCATTER ? 2000003 / (size_t)n : 2000003;
+        struct ccase k = {huge[i], TIDE_FLOAT32, TIDE_SUM, count, n - 1,
+                          (enum layout_kind)(i % L_COUNT), false, *salt};
+        ++*salt;
+        run_case(comm, &k);
+    }
+}
+
+/* ---- NaN in MIN and MAX ---- */
+
+static bool is_nan_bits(tide_dtype d, uint64_t b)
+{
+    switch (d) {
+    case TIDE_FLOAT16: return (b & 0x7c00u) == 0x7c00u && (b & 0x3ffu);
+    case TIDE_BFLOAT16: return (b & 0x7f80u) == 0x7f80u && (b & 0x7fu);
+    case TIDE_FLOAT32: return (b & 0x7f800000u) == 0x7f800000u && (b & 0x7fffffu);
+    default: return (b >> 52 & 0x7ff) == 0x7ff && (b & ((UINT64_C(1) << 52) - 1));
+    }
+}
+
+/* MIN and MAX return NaN when either operand is NaN: rank i % n puts a
+ * quiet NaN at every third element i; the others are ordinary. */
+static void nan_cases(tide_comm *comm, unsigned *salt)
+{
+    static const uint64_t qnan[4] = {0x7e00u, 0x7fc0u, 0x7fc00000u, 0x7ff8000000000000u};
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    uint8_t in[13 * 8], out[13 * 8];
+    for (int d = TIDE_FLOAT16; d <= TIDE_FLOAT64; d++)
+        for (int op = TIDE_MIN; op <= TIDE_MAX; op++) {
+            struct ccase k = {C_ALLREDUCE, (tide_dtype)d, (tide_op)op, 13, 0, L_SEPARATE, false,
+                              (*salt)++};
+            size_t es = tide_dtype_size(k.dtype);
+            fill_input(&k, r, in, 0, 13);
+            for (size_t i = 0; i < 13; i += 3)
+                if ((int)(i % (size_t)n) == r)
+                    memcpy(in + i * es, &qnan[d - TIDE_FLOAT16], es);
+            tide_req *req;
+            posted(&k, n, tide_iallreduce(comm, in, out, 13, k.dtype, k.op, &req));
+            await(&k, n, req);
+            for (size_t i = 0; i < 13; i++) {
+                uint64_t got = load_bits(out, i, es);
+                bool want_nan = i % 3 == 0;
+                CHECK(want_nan ? is_nan_bits(k.dtype, got) : got == ref_bits(&k, n, i),
+                      "%s: element %zu is 0x%llx, want %s", describe(&k, n), i,
+                      (unsigned long long)got, want_nan ? "NaN" : "the reference");
+            }
+        }
 }
 
 /* ---- bitwise identity ---- */
@@ -824,6 +874,7 @@ static void matrix_body(tide_comm *comm, void *arg)
     run_small_cases(comm, pl, &salt);
     if (pl->big)
         run_big_cases(comm, &salt);
+    nan_cases(comm, &salt);
     bitwise_identity(comm);
     EXPECT_OK(tide_barrier(comm));
     end_of_body();
@@ -918,8 +969,55 @@ static void post_slot(tide_comm *comm, struct slot *s, int i, int kind)
     }
 }
 
+/* Large collectives of several kinds in flight together (their chunks
+ * interleave on the same links), waited in reverse order. */
+static void big_in_flight(tide_comm *comm)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    enum { K = 5, COUNT = 300000 };
+    struct ccase k[K] = {
+        {C_ALLREDUCE, TIDE_FLOAT32, TIDE_SUM, COUNT, 0, L_SEPARATE, false, 1},
+        {C_ALLREDUCE, TIDE_INT32, TIDE_MAX, COUNT, 0, L_SEPARATE, false, 2},
+        {C_BROADCAST, TIDE_FLOAT32, TIDE_SUM, COUNT, n - 1, L_SEPARATE, false, 3},
+        {C_ALLGATHER, TIDE_FLOAT32, TIDE_SUM, COUNT / 4, 0, L_SEPARATE, false, 4},
+        {C_REDUCE_SCATTER, TIDE_INT8, TIDE_SUM, COUNT / 2, 0, L_SEPARATE, false, 5},
+    };
+    uint8_t *in[K], *out[K];
+    tide_req *req[K];
+    for (int i = 0; i < K; i++) {
+        size_t blocks = k[i].coll == C_ALLGATHER || k[i].coll == C_REDUCE_SCATTER ? (size_t)n : 1;
+        size_t bytes = k[i].count * blocks * tide_dtype_size(k[i].dtype);
+        in[i] = alloc_guarded(bytes);
+        out[i] = alloc_guarded(bytes);
+        if (k[i].coll == C_BROADCAST && r == k[i].root)
+            fill_pat(out[i], bytes, 500 + (unsigned)k[i].root, k[i].salt);
+        else if (k[i].coll == C_ALLGATHER)
+            fill_pat(in[i], k[i].count * 4, (unsigned)r, k[i].salt);
+        else
+            fill_input(&k[i], r, in[i], 0, k[i].count * blocks);
+    }
+    EXPECT_OK(tide_iallreduce(comm, in[0], out[0], COUNT, TIDE_FLOAT32, TIDE_SUM, &req[0]));
+    EXPECT_OK(tide_iallreduce(comm, in[1], out[1], COUNT, TIDE_INT32, TIDE_MAX, &req[1]));
+    EXPECT_OK(tide_ibroadcast(comm, out[2], COUNT, TIDE_FLOAT32, n - 1, &req[2]));
+    EXPECT_OK(tide_iallgather(comm, in[3], out[3], COUNT / 4, TIDE_FLOAT32, &req[3]));
+    EXPECT_OK(tide_ireduce_scatter(comm, in[4], out[4], COUNT / 2, TIDE_INT8, TIDE_SUM, &req[4]));
+    for (int i = K - 1; i >= 0; i--) {
+        await(&k[i], n, req[i]);
+        if (k[i].coll == C_BROADCAST)
+            check_pat(&k[i], n, out[i], COUNT * 4, 500 + (unsigned)k[i].root, "buffer", 0);
+        for (int p = 0; k[i].coll == C_ALLGATHER && p < n; p++)
+            check_pat(&k[i], n, out[i] + (size_t)p * k[i].count * 4, k[i].count * 4,
+                      (unsigned)p, "block", p);
+        if (families[k[i].coll].reduces)
+            check_reduced(&k[i], n, out[i], k[i].coll == C_ALLREDUCE ? 0 : (size_t)r * k[i].count,
+                          k[i].count);
+        free(in[i]);
+        free(out[i]);
+    }
+}
+
 /* 2000 allreduces waited in reverse order, then 2000 of a mix waited in
- * an order of each rank's own. */
+ * an order of each rank's own; then a few large ones together. */
 static void in_flight_body(tide_comm *comm, void *arg)
 {
     enum { N = 2000 };
@@ -949,6 +1047,7 @@ static void in_flight_body(tide_comm *comm, void *arg)
         check_slot(&s[x], x, n, 1 + x % 3);
     }
     free(s);
+    big_in_flight(comm);
     EXPECT_OK(tide_barrier(comm));
     end_of_body();
 }
@@ -1044,7 +1143,14 @@ static void create_group_cases(tide_comm *comm)
 static void subgroup_body(tide_comm *comm, void *arg)
 {
     int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    /* the split follows a collective still pending on comm */
+    int32_t pin = r + 1, pout = 0;
+    tide_req *pending;
+    EXPECT_OK(tide_iallreduce(comm, &pin, &pout, 1, TIDE_INT32, TIDE_SUM, &pending));
     tide_comm *sub = split_by_parity(comm);
+    EXPECT_OK(tide_wait(pending, -1));
+    tide_req_free(pending);
+    CHECK(pout == n * (n + 1) / 2, "allreduce pending across the split: %d", pout);
     struct plan pl = {3, false, false};
     unsigned salt = 7;
     run_small_cases(sub, &pl, &salt); /* roots and blocks in sub's ranks */
@@ -1094,16 +1200,14 @@ static void subgroup_body(tide_comm *comm, void *arg)
               tide_err_name(rc_));                                                      \
     } while (0)
 
-static void bad_arguments_body(tide_comm *comm, void *arg)
+/* NULL buffers with a count, and an unknown dtype, for every collective. */
+static void bad_buffers_and_dtypes(tide_comm *comm, const size_t *counts)
 {
-    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    int r = tide_comm_rank(comm);
     int32_t a[64] = {0}, b[64] = {0};
-    size_t counts[MAXN];
     const tide_dtype dt = (tide_dtype)99, i32 = TIDE_INT32;
-    const tide_op op = (tide_op)99, sum = TIDE_SUM;
+    const tide_op sum = TIDE_SUM;
     tide_req *q;
-    for (int p = 0; p < n; p++)
-        counts[p] = 1;
     BAD(tide_iallreduce(comm, NULL, b, 4, i32, sum, &q));
     BAD(tide_iallreduce(comm, a, NULL, 4, i32, sum, &q));
     BAD(tide_allreduce(comm, NULL, b, 4, i32, sum));
@@ -1131,6 +1235,19 @@ static void bad_arguments_body(tide_comm *comm, void *arg)
     BAD(tide_iscatter(comm, a, b, 4, dt, 0, &q));
     BAD(tide_ialltoall(comm, a, b, 4, dt, &q));
     BAD(tide_iallreduce(comm, a, b, 4, (tide_dtype)-1, sum, &q));
+}
+
+static void bad_arguments_body(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    int32_t a[64] = {0}, b[64] = {0};
+    size_t counts[MAXN];
+    const tide_dtype i32 = TIDE_INT32;
+    const tide_op op = (tide_op)99, sum = TIDE_SUM;
+    tide_req *q;
+    for (int p = 0; p < n; p++)
+        counts[p] = 1;
+    bad_buffers_and_dtypes(comm, counts);
     /* unknown op */
     BAD(tide_iallreduce(comm, a, b, 4, i32, op, &q));
     BAD(tide_iallreduce(comm, a, b, 4, i32, (tide_op)-1, &q));
