@@ -62,9 +62,13 @@ static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes)
 {
     switch (kind) {
     case TIDE_KIND_ALLREDUCE:
-        if (bytes <= (16u << 10))
+        /* Measured here (docs/algorithms.md): with two ranks the one
+         * full exchange of recursive doubling beats the ring's two
+         * half-size steps up to ~8 MiB; with more, Rabenseifner's halves
+         * win from 64 KiB and the ring from about 1 MiB. */
+        if (bytes <= (64u << 10) || (n == 2 && bytes <= (8u << 20)))
             return &tide__algo_rd_allreduce;
-        if (bytes <= (256u << 10))
+        if (bytes <= (1u << 20))
             return &tide__algo_rabenseifner;
         return &tide__algo_ring_allreduce;
     case TIDE_KIND_BROADCAST:
