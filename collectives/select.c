@@ -62,11 +62,11 @@ static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes)
 {
     switch (kind) {
     case TIDE_KIND_ALLREDUCE:
-        /* Measured here (docs/algorithms.md): with two ranks the one
-         * full exchange of recursive doubling beats the ring's two
-         * half-size steps up to ~8 MiB; with more, Rabenseifner's halves
-         * win from 64 KiB and the ring from about 1 MiB. */
-        if (bytes <= (64u << 10) || (n == 2 && bytes <= (8u << 20)))
+        /* Measured here at 2 and 4 ranks (tools/compare_allreduce.sh):
+         * recursive doubling's few rounds win up to 64 KiB,
+         * Rabenseifner's halves up to 1 MiB, and above that the ring,
+         * whose chunks overlap the reduction with the transfer. */
+        if (bytes <= (64u << 10))
             return &tide__algo_rd_allreduce;
         if (bytes <= (1u << 20))
             return &tide__algo_rabenseifner;
