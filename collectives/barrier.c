@@ -5,7 +5,7 @@
  *
  *   n = 5, rank 0:  round 0 -> 1, <- 4;  round 1 -> 2, <- 3;  round 2 -> 4, <- 1
  */
-#include "engine/context.h"
+#include "collectives/coll.h"
 #include "engine/log.h"
 
 struct barrier_op {
@@ -15,14 +15,6 @@ struct barrier_op {
     int pending; /* messages of this round not yet complete */
     tide__msg send, recv;
 };
-
-static int ceil_log2(int n)
-{
-    int k = 0;
-    while ((1 << k) < n)
-        k++;
-    return k;
-}
 
 static void post_round(struct barrier_op *op)
 {
@@ -41,7 +33,7 @@ static void post_round(struct barrier_op *op)
 static void barrier_start(tide_req *req)
 {
     struct barrier_op *op = (struct barrier_op *)req;
-    op->rounds = ceil_log2(req->comm->size);
+    op->rounds = tide__ceil_log2(req->comm->size);
     if (op->rounds == 0) {
         tide__req_succeed(req);
         return;

@@ -17,14 +17,6 @@
 
 #include <string.h>
 
-static int ceil_log2(int n)
-{
-    int k = 0;
-    while ((1 << k) < n)
-        k++;
-    return k;
-}
-
 /* Reading sendbuf into scratch first lets it overlap recvbuf freely:
  * recvbuf is written only in finish. */
 static int bruck_setup(struct tide__coll *c)
@@ -36,7 +28,7 @@ static int bruck_setup(struct tide__coll *c)
         return rc;
     if (bytes)
         memcpy(c->scratch, c->sendbuf, bytes);
-    c->nrounds = ceil_log2(n);
+    c->nrounds = tide__ceil_log2(n);
     return 0;
 }
 

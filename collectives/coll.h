@@ -140,6 +140,20 @@ static inline int tide__abs(const struct tide__coll *c, int vr)
  * Every algorithm ends with this rather than tide__req_succeed. */
 void tide__coll_succeed(struct tide__coll *c);
 
+/* Group-size arithmetic shared by the algorithms. */
+static inline int tide__ceil_log2(int n) /* rounds of a tree or a dissemination */
+{
+    int k = 0;
+    while ((1 << k) < n)
+        k++;
+    return k;
+}
+
+static inline bool tide__is_pow2(int n)
+{
+    return n > 0 && (n & (n - 1)) == 0;
+}
+
 /* Apply AVG's division to n elements at buf (no-op for other ops). */
 void tide__coll_avg(struct tide__coll *c, void *buf, size_t n);
 

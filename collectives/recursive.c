@@ -51,19 +51,6 @@ static int pow2_floor(int n)
     return p;
 }
 
-static int log2_of(int p2)
-{
-    int k = 0;
-    while ((1 << k) < p2)
-        k++;
-    return k;
-}
-
-static bool is_pow2(int n)
-{
-    return n > 0 && (n & (n - 1)) == 0;
-}
-
 /* New rank of rank r, or -1 for an even rank below 2*rem. */
 static int new_rank_of(int r, int rem)
 {
@@ -121,7 +108,7 @@ static int fold_setup(struct rec_op *op, int middle_per_step)
     int n = op->c.req.comm->size;
     op->p2 = pow2_floor(n);
     op->rem = n - op->p2;
-    op->steps = log2_of(op->p2);
+    op->steps = tide__ceil_log2(op->p2);
     op->newrank = new_rank_of(op->c.req.comm->rank, op->rem);
     return op->steps * middle_per_step + 2;
 }
@@ -456,12 +443,12 @@ const struct tide__algo tide__algo_rh_reduce_scatter = {"recursive_halving", siz
 static int rdg_setup(struct tide__coll *c)
 {
     int n = c->req.comm->size;
-    if (!is_pow2(n)) {
+    if (!tide__is_pow2(n)) {
         tide__req_fail(&c->req, TIDE_EINVAL, "recursive_doubling: group of %d is not a power of two",
                        n);
         return TIDE_EINVAL;
     }
-    c->nrounds = log2_of(n);
+    c->nrounds = tide__ceil_log2(n);
     size_t bytes = c->blk.each * c->esize;
     char *own = bytes ? tide__at(c, c->recvbuf, (size_t)c->req.comm->rank * c->blk.each) : NULL;
     if (bytes && c->sendbuf != own)

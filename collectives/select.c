@@ -51,11 +51,6 @@ static const struct family families[] = {
      {{"pairwise", &tide__algo_pairwise_alltoall, false}}},
 };
 
-static bool is_pow2(int n)
-{
-    return (n & (n - 1)) == 0;
-}
-
 /* The default: small vectors want few rounds, large ones few bytes per
  * rank. */
 static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes)
@@ -79,7 +74,7 @@ static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes)
     case TIDE_KIND_ALLGATHER:
         if (bytes > (64u << 10))
             return &tide__algo_ring_allgather;
-        return is_pow2(n) ? &tide__algo_rd_allgather : &tide__algo_bruck_allgather;
+        return tide__is_pow2(n) ? &tide__algo_rd_allgather : &tide__algo_bruck_allgather;
     case TIDE_KIND_ALLGATHERV:
         return &tide__algo_ring_allgather;
     case TIDE_KIND_REDUCE_SCATTER:
@@ -108,7 +103,7 @@ const struct tide__algo *tide__select(uint8_t kind, int n, size_t bytes, char *w
     for (int i = 0; i < 4 && f->c[i].name; i++) {
         if (strcmp(want, f->c[i].name) != 0)
             continue;
-        if (f->c[i].pow2_only && !is_pow2(n))
+        if (f->c[i].pow2_only && !tide__is_pow2(n))
             return by_size(kind, n, bytes);
         return f->c[i].algo;
     }

@@ -32,19 +32,11 @@ struct tree_op {
 
 /* ---- peer arithmetic: pure functions of (vr, mask, n) ---- */
 
-static int ceil_log2(int n)
-{
-    int k = 0;
-    while ((1 << k) < n)
-        k++;
-    return k;
-}
-
 /* The lowest set bit of vr; for the root, one above every mask the
  * rounds use, since its subtree is the whole group. */
 static int low_bit(int vr, int n)
 {
-    return vr ? (vr & -vr) : (1 << ceil_log2(n));
+    return vr ? (vr & -vr) : (1 << tide__ceil_log2(n));
 }
 
 /* How many relative ranks the subtree of vr holds. */
@@ -70,7 +62,7 @@ static bool has_parent(int vr, int mask, int n)
  * bottom-up ones (reduce, gather) with 1. */
 static int down_mask(int n, int round)
 {
-    return 1 << (ceil_log2(n) - 1 - round);
+    return 1 << (tide__ceil_log2(n) - 1 - round);
 }
 
 static int up_mask(int round)
@@ -102,7 +94,7 @@ static char *block_at(char *buf, int i, size_t bb)
 
 static int count_rounds(struct tide__coll *c)
 {
-    c->nrounds = ceil_log2(group_size(c));
+    c->nrounds = tide__ceil_log2(group_size(c));
     return 0;
 }
 
@@ -132,7 +124,7 @@ static int reduce_setup(struct tide__coll *c)
     struct tree_op *t = (struct tree_op *)c;
     int n = group_size(c), vr = my_vr(c);
     size_t bytes = c->count * c->esize;
-    c->nrounds = ceil_log2(n);
+    c->nrounds = tide__ceil_log2(n);
     if (!has_child(vr, 1, n)) /* vr + 1 is the first child of any parent */
         return 0;
     if (vr == 0) {
@@ -198,7 +190,7 @@ static int gather_setup(struct tide__coll *c)
     struct tree_op *t = (struct tree_op *)c;
     int n = group_size(c), vr = my_vr(c), size = subtree_size(vr, n);
     size_t bb = block_bytes(c);
-    c->nrounds = ceil_log2(n);
+    c->nrounds = tide__ceil_log2(n);
     if (size == 1)
         return 0;
     if (vr == 0 && c->root == 0) {
@@ -259,7 +251,7 @@ static int scatter_setup(struct tide__coll *c)
     struct tree_op *t = (struct tree_op *)c;
     int n = group_size(c), vr = my_vr(c), size = subtree_size(vr, n), root = c->root;
     size_t bb = block_bytes(c);
-    c->nrounds = ceil_log2(n);
+    c->nrounds = tide__ceil_log2(n);
     if (vr == 0 && root == 0) {
         t->buf = (char *)c->sendbuf; /* only read */
         return 0;
