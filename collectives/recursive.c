@@ -178,16 +178,23 @@ static void input_to_recvbuf(struct tide__coll *c)
  * Step k (mask = 2^k): exchange the whole vector with new rank ^ mask and
  * combine.  log2(p2) steps of the full vector: few rounds, many bytes. */
 
-static int rd_setup(struct tide__coll *c)
+/* Both all-reduces: `phases` power-of-two passes between fold and unfold,
+ * a partner's data landing in one vector of scratch, the work in recvbuf. */
+static int allreduce_setup(struct tide__coll *c, int phases)
 {
     struct rec_op *op = (struct rec_op *)c;
-    c->nrounds = fold_setup(op, 1);
+    c->nrounds = fold_setup(op, phases);
     int rc = tide__coll_scratch(c, c->count * c->esize);
     if (rc)
         return rc;
     op->in = c->scratch;
     input_to_recvbuf(c);
     return 0;
+}
+
+static int rd_setup(struct tide__coll *c)
+{
+    return allreduce_setup(c, 1);
 }
 
 static void rd_post(struct tide__coll *c, int round)
@@ -252,14 +259,7 @@ static void held_elems(const struct rec_op *op, int nr, int halvings, size_t *lo
 
 static int rab_setup(struct tide__coll *c)
 {
-    struct rec_op *op = (struct rec_op *)c;
-    c->nrounds = fold_setup(op, 2);
-    int rc = tide__coll_scratch(c, c->count * c->esize);
-    if (rc)
-        return rc;
-    op->in = c->scratch;
-    input_to_recvbuf(c);
-    return 0;
+    return allreduce_setup(c, 2);
 }
 
 /* Halving step s: the partner keeps what it holds after the step. */

@@ -145,17 +145,24 @@ void tide__tell_peers(tide_req *req, int err, const char *detail)
     poison_all(req->ctx, req->comm, req->seq, err, detail);
 }
 
+/* Append n to a growing array.  When memory runs out the note is lost,
+ * which costs a later, slower failure (a deadline), not a wrong one. */
+static void append(struct tide__note **arr, size_t *len, size_t *cap, const struct tide__note *n)
+{
+    if (*len == *cap) {
+        size_t more = *cap ? 2 * *cap : 16;
+        struct tide__note *p = realloc(*arr, more * sizeof *p);
+        if (!p)
+            return;
+        *arr = p;
+        *cap = more;
+    }
+    (*arr)[(*len)++] = *n;
+}
+
 static void add_note(struct tide__ctx *ctx, const struct tide__note *n)
 {
-    if (ctx->nnotes == ctx->notes_cap) {
-        size_t cap = ctx->notes_cap ? 2 * ctx->notes_cap : 16;
-        struct tide__note *p = realloc(ctx->notes, cap * sizeof *p);
-        if (!p)
-            return; /* a lost note costs a later, slower failure, not a wrong one */
-        ctx->notes = p;
-        ctx->notes_cap = cap;
-    }
-    ctx->notes[ctx->nnotes++] = *n;
+    append(&ctx->notes, &ctx->nnotes, &ctx->notes_cap, n);
 }
 
 static bool finished_here(struct tide__ctx *ctx, uint32_t comm_id, uint64_t seq)
@@ -234,15 +241,7 @@ static void inbox_push(struct tide__ctx *ctx, int peer, const struct tide__frame
     if (k)
         memcpy(n.text, data, k);
     n.text[k] = '\0';
-    if (ctx->ninbox == ctx->inbox_cap) {
-        size_t cap = ctx->inbox_cap ? 2 * ctx->inbox_cap : 16;
-        struct tide__note *p = realloc(ctx->inbox, cap * sizeof *p);
-        if (!p)
-            return; /* a lost report costs a later, slower failure, not a wrong one */
-        ctx->inbox = p;
-        ctx->inbox_cap = cap;
-    }
-    ctx->inbox[ctx->ninbox++] = n;
+    append(&ctx->inbox, &ctx->ninbox, &ctx->inbox_cap, &n);
 }
 
 void tide__frame_unexpected(struct tide__ctx *ctx, int peer, const struct tide__frame *f)
