@@ -252,6 +252,9 @@ void tide__scratch_free_all(struct tide__ctx *ctx);
 
 /* Drop a reference to a sub-communicator; the last one frees it. */
 void tide__comm_unref(tide_comm *comm);
+/* The communicator of this process with wire id `id` (the world or a
+ * live sub-communicator), or NULL.  Any thread. */
+tide_comm *tide__comm_find(struct tide__ctx *ctx, uint32_t id);
 
 /* ---- wait.c ---- */
 

@@ -82,18 +82,6 @@ static tide_req *find_active(struct tide__ctx *ctx, uint32_t comm_id, uint64_t s
     return NULL;
 }
 
-static tide_comm *find_comm(struct tide__ctx *ctx, uint32_t id)
-{
-    if (id == ctx->world.id)
-        return &ctx->world;
-    pthread_mutex_lock(&ctx->pool_lock);
-    tide_comm *c = ctx->comms;
-    while (c && c->id != id)
-        c = c->next;
-    pthread_mutex_unlock(&ctx->pool_lock);
-    return c;
-}
-
 void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *theirs)
 {
     char mine[128], other[128];
@@ -165,10 +153,12 @@ static void add_note(struct tide__ctx *ctx, const struct tide__note *n)
     append(&ctx->notes, &ctx->nnotes, &ctx->notes_cap, n);
 }
 
-static bool finished_here(struct tide__ctx *ctx, uint32_t comm_id, uint64_t seq)
+/* The communicator whose collective `seq` has already started here and
+ * is no longer running (so it ended), or NULL. */
+static tide_comm *ended_here(struct tide__ctx *ctx, uint32_t comm_id, uint64_t seq)
 {
-    tide_comm *comm = find_comm(ctx, comm_id);
-    return comm && seq <= comm->started_seq;
+    tide_comm *comm = tide__comm_find(ctx, comm_id);
+    return comm && seq <= comm->started_seq ? comm : NULL;
 }
 
 static void check_unexpected(struct tide__ctx *ctx, int peer, const struct tide__frame *f)
@@ -179,8 +169,8 @@ static void check_unexpected(struct tide__ctx *ctx, int peer, const struct tide_
             tide__fail_mismatch(req, peer, f);
         return;
     }
-    tide_comm *comm = find_comm(ctx, f->comm_id);
-    if (comm && f->seq <= comm->started_seq) {
+    tide_comm *comm = ended_here(ctx, f->comm_id, f->seq);
+    if (comm) {
         /* It ended here, so the peer runs another pattern.  Everyone is
          * told, not only the sender: a root waiting for data the sender
          * sent elsewhere would otherwise wait out its deadline. */
@@ -219,7 +209,7 @@ static void apply_poison(struct tide__ctx *ctx, int peer, const struct tide__fra
         fail_from_peer(req, err, peer, text);
         return;
     }
-    if (finished_here(ctx, f->comm_id, f->seq))
+    if (ended_here(ctx, f->comm_id, f->seq))
         return; /* it ended here first; nothing is waiting */
     struct tide__note note = {f->comm_id, f->seq, peer, err, *f, ""};
     memcpy(note.text, text, n + 1);

@@ -26,14 +26,23 @@ static uint32_t mix(uint32_t h, uint64_t v)
     return h;
 }
 
-static bool id_in_use(struct tide__ctx *ctx, uint32_t id)
+/* The communicator with wire id `id`, or NULL; pool_lock held. */
+static tide_comm *lookup(struct tide__ctx *ctx, uint32_t id)
 {
     if (id == ctx->world.id)
-        return true;
-    for (tide_comm *c = ctx->comms; c; c = c->next)
-        if (c->id == id)
-            return true;
-    return false;
+        return &ctx->world;
+    tide_comm *c = ctx->comms;
+    while (c && c->id != id)
+        c = c->next;
+    return c;
+}
+
+tide_comm *tide__comm_find(struct tide__ctx *ctx, uint32_t id)
+{
+    pthread_mutex_lock(&ctx->pool_lock);
+    tide_comm *c = lookup(ctx, id);
+    pthread_mutex_unlock(&ctx->pool_lock);
+    return c;
 }
 
 /* Make a communicator of parent's ranks members[0..n-1] (parent ranks,
@@ -60,7 +69,7 @@ static int comm_new(tide_comm *parent, const int *members, int n, int rank, uint
 
     id = id < 2 ? id + 2 : id; /* 0 is unused, 1 is the world */
     pthread_mutex_lock(&ctx->pool_lock);
-    bool clash = id_in_use(ctx, id);
+    bool clash = lookup(ctx, id) != NULL;
     if (!clash) {
         c->id = id;
         c->next = ctx->comms;
