@@ -15,7 +15,6 @@
  */
 #include "collectives/coll.h"
 
-#include <string.h>
 
 /* Reading sendbuf into scratch first lets it overlap recvbuf freely:
  * recvbuf is written only in finish. */
@@ -27,7 +26,7 @@ static int bruck_setup(struct tide__coll *c)
     if (rc)
         return rc;
     if (bytes)
-        memcpy(c->scratch, c->sendbuf, bytes);
+        tide__coll_copy(c, c->scratch, c->sendbuf, bytes);
     c->nrounds = tide__ceil_log2(n);
     return 0;
 }
@@ -50,9 +49,7 @@ static void bruck_finish(struct tide__coll *c)
     size_t each = c->blk.each * c->esize;
     if (!each)
         return;
-    char *out = c->recvbuf, *scratch = c->scratch;
-    memcpy(out + (size_t)r * each, scratch, (size_t)(n - r) * each);
-    memcpy(out, scratch + (size_t)(n - r) * each, (size_t)r * each);
+    tide__coll_rotate(c, c->recvbuf, c->scratch, n, r, each);
 }
 
 static const struct tide__rounds bruck_rounds = {bruck_setup, bruck_post, NULL, bruck_finish};

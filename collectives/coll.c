@@ -71,16 +71,38 @@ size_t tide__blk_len(const struct tide__coll *c, int b)
     return tide__blk_off(c, b + 1) - tide__blk_off(c, b);
 }
 
+void tide__coll_copy(const struct tide__coll *c, void *dst, const void *src, size_t bytes)
+{
+    if (bytes && !c->req.ctx->timing_only)
+        memcpy(dst, src, bytes);
+}
+
+void tide__coll_reduce(const struct tide__coll *c, void *dst, const void *a, const void *b,
+                       size_t n)
+{
+    if (n && !c->req.ctx->timing_only)
+        tide__reduce(c->dtype, c->op, dst, a, b, n);
+}
+
+void tide__coll_rotate(const struct tide__coll *c, void *dst, const void *src, int n, int k,
+                       size_t bb)
+{
+    char *out = dst;
+    const char *in = src;
+    tide__coll_copy(c, out + (size_t)k * bb, in, (size_t)(n - k) * bb);
+    tide__coll_copy(c, out, in + (size_t)(n - k) * bb, (size_t)k * bb);
+}
+
 void tide__coll_avg(struct tide__coll *c, void *buf, size_t n)
 {
-    if (c->op == TIDE_AVG && n)
+    if (c->op == TIDE_AVG && n && !c->req.ctx->timing_only)
         tide__reduce_avg(c->dtype, buf, n, c->req.comm->size);
 }
 
 void tide__coll_succeed(struct tide__coll *c)
 {
-    if (c->stage_to && c->stage_bytes)
-        memcpy(c->stage_to, c->recvbuf, c->stage_bytes);
+    if (c->stage_to)
+        tide__coll_copy(c, c->stage_to, c->recvbuf, c->stage_bytes);
     tide__req_succeed(&c->req);
 }
 

@@ -140,6 +140,17 @@ static inline int tide__abs(const struct tide__coll *c, int vr)
  * Every algorithm ends with this rather than tide__req_succeed. */
 void tide__coll_succeed(struct tide__coll *c);
 
+/* memcpy and tide__reduce for algorithms: every byte an algorithm moves
+ * or combines locally goes through these two, so a timing-only simulation
+ * (tide-sim at thousands of ranks) can skip them all. */
+void tide__coll_copy(const struct tide__coll *c, void *dst, const void *src, size_t bytes);
+void tide__coll_reduce(const struct tide__coll *c, void *dst, const void *a, const void *b,
+                       size_t n);
+/* Copy n blocks of bb bytes so that dst block (j + k) % n = src block j
+ * (the rank-order rotations of Bruck and of rooted trees). */
+void tide__coll_rotate(const struct tide__coll *c, void *dst, const void *src, int n, int k,
+                       size_t bb);
+
 /* Group-size arithmetic shared by the algorithms. */
 static inline int tide__ceil_log2(int n) /* rounds of a tree or a dissemination */
 {

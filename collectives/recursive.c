@@ -138,7 +138,7 @@ static void fold_post(struct rec_op *op, const void *mine, size_t bytes)
 static void fold_end(struct rec_op *op, void *dst, const void *mine, size_t n)
 {
     if (takes_fold(op) && n)
-        tide__reduce(op->c.dtype, op->c.op, dst, op->in, mine, n);
+        tide__coll_reduce(&op->c, dst, op->in, mine, n);
 }
 
 /* The last round: the odd rank sends `from`, its even partner receives
@@ -160,9 +160,9 @@ static void combine(struct rec_op *op, int peer_new, void *dst, const void *mine
     if (!n)
         return;
     if (peer_new < op->newrank)
-        tide__reduce(op->c.dtype, op->c.op, dst, theirs, mine, n);
+        tide__coll_reduce(&op->c, dst, theirs, mine, n);
     else
-        tide__reduce(op->c.dtype, op->c.op, dst, mine, theirs, n);
+        tide__coll_reduce(&op->c, dst, mine, theirs, n);
 }
 
 /* The result is built in recvbuf: start it from the input.  (The call
@@ -170,7 +170,7 @@ static void combine(struct rec_op *op, int peer_new, void *dst, const void *mine
 static void input_to_recvbuf(struct tide__coll *c)
 {
     if (c->count && c->sendbuf != c->recvbuf)
-        memcpy(c->recvbuf, c->sendbuf, c->count * c->esize);
+        tide__coll_copy(c, c->recvbuf, c->sendbuf, c->count * c->esize);
 }
 
 /* ---- recursive doubling all-reduce ----
@@ -426,7 +426,7 @@ static void rh_finish(struct tide__coll *c)
     int r = c->req.comm->rank;
     size_t len = tide__blk_len(c, r);
     if (!folds_away(op) && len) /* the even ones received theirs in place */
-        memcpy(c->recvbuf, tide__at(c, op->acc, tide__blk_off(c, r)), len * c->esize);
+        tide__coll_copy(c, c->recvbuf, tide__at(c, op->acc, tide__blk_off(c, r)), len * c->esize);
     tide__coll_avg(c, c->recvbuf, len);
 }
 

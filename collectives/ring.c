@@ -213,7 +213,7 @@ static void reduce_arrival(struct ring_op *o, int s, int t, int rb, int ch)
         dst = tide__at(c, c->recvbuf, at - tide__blk_off(c, rb));
     else if (!final && o->keep_partials)
         dst = slot_buf(o, s);
-    tide__reduce(c->dtype, c->op, dst, slot_buf(o, s), in, len);
+    tide__coll_reduce(c, dst, slot_buf(o, s), in, len);
     if (final)
         tide__coll_avg(c, dst, len);
     if (final || !o->keep_partials)

@@ -164,7 +164,7 @@ static void reduce_end(struct tide__coll *c, int round)
     /* The first child (mask 1) meets the input itself, which saves
      * copying it; at an in-place root t->buf is the input, exactly. */
     const void *acc = mask == 1 ? c->sendbuf : t->buf;
-    tide__reduce(c->dtype, c->op, t->buf, acc, t->tmp, c->count);
+    tide__coll_reduce(c, t->buf, acc, t->tmp, c->count);
 }
 
 /* With n >= 2 the root always has a child, so its result is in recvbuf. */
@@ -231,9 +231,7 @@ static void gather_finish(struct tide__coll *c)
     size_t bb = block_bytes(c);
     if (my_vr(c) != 0 || root == 0 || bb == 0)
         return;
-    char *out = c->recvbuf;
-    memcpy(out + (size_t)root * bb, t->buf, (size_t)(n - root) * bb);
-    memcpy(out, t->buf + (size_t)(n - root) * bb, (size_t)root * bb);
+    tide__coll_rotate(c, c->recvbuf, t->buf, n, root, bb);
 }
 
 static const struct tide__rounds gather_rounds = {gather_setup, gather_post, NULL, gather_finish};
@@ -264,11 +262,8 @@ static int scatter_setup(struct tide__coll *c)
     if (rc)
         return rc;
     t->buf = c->scratch;
-    if (vr == 0 && bb) { /* relative j is rank (j + root) % n */
-        const char *in = c->sendbuf;
-        memcpy(t->buf, in + (size_t)root * bb, (size_t)(n - root) * bb);
-        memcpy(t->buf + (size_t)(n - root) * bb, in, (size_t)root * bb);
-    }
+    if (vr == 0 && bb) /* relative j is rank (j + root) % n */
+        tide__coll_rotate(c, t->buf, c->sendbuf, n, n - root, bb);
     return 0;
 }
 

@@ -40,7 +40,7 @@ static int check_config(const tide_config *cfg)
     return TIDE_EINVAL;
 }
 
-static struct tide__ctx *ctx_new(const tide_config *cfg)
+struct tide__ctx *tide__ctx_new(const tide_config *cfg, bool wake)
 {
     struct tide__ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
@@ -53,16 +53,17 @@ static struct tide__ctx *ctx_new(const tide_config *cfg)
     ctx->spin_ns = (uint64_t)cfg->spin_us * TIDE_NS_PER_US;
     ctx->inline_mode = cfg->progress == TIDE_PROGRESS_INLINE;
     tide__mpsc_init(&ctx->cmds);
-    tide__timer_heap_init(&ctx->timers);
+    tide__timer_heap_init(&ctx->own_timers);
+    ctx->timers = &ctx->own_timers;
     pthread_mutex_init(&ctx->pool_lock, NULL);
     pthread_mutex_init(&ctx->drive_lock, NULL);
-    ctx->wake_fd = eventfd(0, EFD_CLOEXEC);
+    ctx->wake_fd = wake ? eventfd(0, EFD_CLOEXEC) : -1;
     ctx->world.ctx = ctx;
     ctx->world.id = 1;
     ctx->world.rank = cfg->rank;
     ctx->world.size = cfg->size;
     atomic_init(&ctx->world.next_seq, 1);
-    if (ctx->wake_fd < 0) {
+    if (wake && ctx->wake_fd < 0) {
         free(ctx);
         return NULL;
     }
@@ -79,8 +80,9 @@ void tide__ctx_unref(struct tide__ctx *ctx)
     free(ctx->world.groups);
     pthread_mutex_destroy(&ctx->pool_lock);
     pthread_mutex_destroy(&ctx->drive_lock);
-    tide__timer_heap_free(&ctx->timers);
-    close(ctx->wake_fd);
+    tide__timer_heap_free(&ctx->own_timers);
+    if (ctx->wake_fd >= 0)
+        close(ctx->wake_fd);
     free(ctx);
 }
 
@@ -123,7 +125,7 @@ int tide_init_with(tide_comm **out, const tide_config *cfg)
         tide__log(TIDE_LOG_ERROR, cfg->rank, "tide_init: %s", err);
         return rc;
     }
-    struct tide__ctx *ctx = ctx_new(cfg);
+    struct tide__ctx *ctx = tide__ctx_new(cfg, true);
     if (!ctx)
         return TIDE_ENOMEM;
     rc = connect_job(ctx);

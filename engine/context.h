@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/clock.h"
 #include "engine/mpsc.h"
 #include "engine/reactor.h"
 #include "engine/timer_heap.h"
@@ -141,8 +142,11 @@ struct tide__ctx {
 
     /* reactor thread only */
     struct tide__reactor reactor;
-    struct tide__timer_heap timers;
+    struct tide__timer_heap *timers; /* own_timers, or the simulator's */
+    struct tide__timer_heap own_timers;
     struct tide__transport *tp;
+    struct tide_sim *sim;     /* a simulated rank (transports/sim), or NULL */
+    bool timing_only;         /* simulated: move no payload, reduce nothing */
     tide_req *active;         /* started, not finished */
     unsigned nactive;
     struct tide__msgq done;   /* completed messages to deliver */
@@ -167,6 +171,13 @@ struct tide__ctx {
 
     tide_comm world;
 };
+
+/* The context's clock: real time, or the simulator's virtual time. */
+uint64_t tide__sim_now(const struct tide_sim *sim);
+static inline uint64_t tide__ctx_now(const struct tide__ctx *ctx)
+{
+    return ctx->sim ? tide__sim_now(ctx->sim) : tide__now_ns();
+}
 
 /* Any thread: has req completed?  (An acquire: its status and message
  * are then visible.) */
@@ -193,6 +204,11 @@ void tide__req_attach_callback(tide_req *req);
  * from comm-rank peer (m->peer becomes its world rank). */
 void tide__msg_init(tide__msg *m, tide_req *req, enum tide__msg_dir dir, int peer, uint8_t kind,
                     uint32_t tag, void *buf, size_t len);
+
+/* A context for rank cfg->rank of cfg->size, with no transport yet
+ * (comm.c).  wake: make the eventfd user threads wake the reactor with
+ * (a simulated rank has no reactor to wake).  NULL when out of memory. */
+struct tide__ctx *tide__ctx_new(const tide_config *cfg, bool wake);
 
 /* Drop a reference to ctx; the last one frees it (comm.c). */
 void tide__ctx_unref(struct tide__ctx *ctx);
@@ -295,6 +311,10 @@ int tide__progress_turn(struct tide__ctx *ctx, uint64_t wait_ns);
 
 /* Reactor: how long the next blocking wait may last (next deadline). */
 uint64_t tide__progress_wait_budget(struct tide__ctx *ctx, uint64_t limit_ns);
+
+/* Reactor: fail every request with err and make the communicator
+ * unusable (tide_comm_abort, finalize, a simulated crash). */
+void tide__ctx_abort(struct tide__ctx *ctx, int err, const char *why);
 
 /* Stop the reactor and release the ring (finalize). */
 void tide__progress_stop(struct tide__ctx *ctx);

@@ -65,7 +65,7 @@ static void signal_handled(struct tide__cmd *cmd)
     tide__futex_wake(&cmd->handled);
 }
 
-static void abort_all(struct tide__ctx *ctx, int err, const char *why)
+void tide__ctx_abort(struct tide__ctx *ctx, int err, const char *why)
 {
     if (!ctx->broken)
         ctx->broken = err;
@@ -83,11 +83,11 @@ static void run_command(struct tide__ctx *ctx, struct tide__cmd *cmd)
         tide__req_attach_callback(cmd->req);
         return;
     case TIDE_CMD_ABORT:
-        abort_all(ctx, TIDE_EABORTED, "aborted by tide_comm_abort");
+        tide__ctx_abort(ctx, TIDE_EABORTED, "aborted by tide_comm_abort");
         signal_handled(cmd);
         return;
     case TIDE_CMD_STOP:
-        abort_all(ctx, TIDE_EABORTED, "the communicator was finalized");
+        tide__ctx_abort(ctx, TIDE_EABORTED, "the communicator was finalized");
         ctx->stopping = true;
         /* handled is signalled by the loop once the kernel let go */
         return;
@@ -112,7 +112,9 @@ static int run_queued(struct tide__ctx *ctx, int limit)
 int tide__progress_turn(struct tide__ctx *ctx, uint64_t wait_ns)
 {
     int n = run_queued(ctx, COMMANDS_PER_TURN);
-    n += tide__timer_heap_expire(&ctx->timers, tide__now_ns());
+    if (ctx->sim) /* the simulator owns the clock, the timers and the network */
+        return n + tide__ctx_deliver(ctx);
+    n += tide__timer_heap_expire(ctx->timers, tide__now_ns());
     n += tide__ctx_deliver(ctx);
     if (n)
         wait_ns = 0; /* new submissions to push out; don't sleep first */
@@ -123,7 +125,7 @@ int tide__progress_turn(struct tide__ctx *ctx, uint64_t wait_ns)
 
 uint64_t tide__progress_wait_budget(struct tide__ctx *ctx, uint64_t limit_ns)
 {
-    struct tide__timer *t = tide__timer_heap_peek(&ctx->timers);
+    struct tide__timer *t = tide__timer_heap_peek(ctx->timers);
     if (!t)
         return limit_ns;
     uint64_t now = tide__now_ns();
@@ -293,6 +295,10 @@ static void *progress_main(void *arg)
 
 int tide__progress_start(struct tide__ctx *ctx)
 {
+    if (ctx->sim) {
+        ctx->tp->ops->start(ctx->tp);
+        return 0;
+    }
     if (ctx->inline_mode)
         return setup_ring(ctx);
 
@@ -337,10 +343,18 @@ void tide__progress_command_sync(struct tide__ctx *ctx, enum tide__cmd_kind kind
 
 void tide__progress_stop(struct tide__ctx *ctx)
 {
+    if (ctx->sim) {
+        /* A simulated transport takes everything back at once. */
+        tide__ctx_abort(ctx, TIDE_EABORTED, "the communicator was finalized");
+        ctx->stopping = true;
+        while (tide__ctx_deliver(ctx))
+            ;
+        return;
+    }
     if (ctx->inline_mode) {
         if (!ctx->reactor.ready)
             return;
-        abort_all(ctx, TIDE_EABORTED, "the communicator was finalized");
+        tide__ctx_abort(ctx, TIDE_EABORTED, "the communicator was finalized");
         ctx->stopping = true;
         drain(ctx);
         tide__reactor_fini(&ctx->reactor);

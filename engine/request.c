@@ -53,7 +53,7 @@ tide_req *tide__req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t 
     req->algorithm = vt->name;
     if (comm != &ctx->world)
         atomic_fetch_add(&comm->refs, 1);
-    req->deadline_ns = tide__now_ns() + ctx->timeout_ns;
+    req->deadline_ns = tide__ctx_now(ctx) + ctx->timeout_ns;
     tide__timer_init(&req->timer, expire_timer);
     return req;
 }
@@ -127,7 +127,7 @@ static void finish(tide_req *req, int status)
     req->finished = true;
     req->status = status;
     unlink_active(ctx, req);
-    tide__timer_disarm(&ctx->timers, &req->timer);
+    tide__timer_disarm(ctx->timers, &req->timer);
     if (req->vt->release)
         req->vt->release(req);
     if (req->cb)
@@ -147,7 +147,7 @@ static void start(tide_req *req)
         tide__req_fail(req, ctx->broken, "cannot start: the communicator is no longer usable");
         return;
     }
-    if (tide__timer_arm(&ctx->timers, &req->timer, req->deadline_ns) < 0) {
+    if (tide__timer_arm(ctx->timers, &req->timer, req->deadline_ns) < 0) {
         tide__req_fail(req, TIDE_ENOMEM, "cannot arm its deadline");
         return;
     }

@@ -9,6 +9,7 @@
 #include "engine/clock.h"
 #include "engine/context.h"
 #include "engine/waiter.h"
+#include "transports/sim/sim.h"
 
 static uint64_t deadline_after_ms(int timeout_ms)
 {
@@ -60,6 +61,8 @@ int tide_wait(tide_req *req, int timeout_ms)
     if (tide__req_is_done(req))
         return req->status;
     struct tide__ctx *ctx = req->ctx;
+    if (ctx->sim)
+        return tide__sim_wait(ctx->sim, req, timeout_ms);
     uint64_t deadline = deadline_after_ms(timeout_ms);
     if (ctx->inline_mode)
         return wait_driving(req, deadline);
@@ -75,7 +78,9 @@ int tide_test(tide_req *req, int *done)
 {
     if (!req || !done)
         return TIDE_EINVAL;
-    if (!tide__req_is_done(req) && tide__progress_try_drive(req->ctx)) {
+    if (!tide__req_is_done(req) && req->ctx->sim) {
+        tide__sim_test(req->ctx->sim);
+    } else if (!tide__req_is_done(req) && tide__progress_try_drive(req->ctx)) {
         tide__progress_turn(req->ctx, 0);
         tide__progress_release(req->ctx);
     }

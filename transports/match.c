@@ -91,7 +91,7 @@ int tide__match_deliver(const struct tide__unexp *ux, tide__msg *m)
     m->got = (size_t)ux->hdr.len;
     if (st == TIDE_EMISMATCH)
         m->hdr = ux->hdr; /* so the failure can say what the peer called */
-    if (st == 0 && ux->hdr.len)
+    if (st == 0 && ux->hdr.len && ux->data) /* no data: a timing-only simulation */
         memcpy(m->buf, ux->data, (size_t)ux->hdr.len);
     return st;
 }

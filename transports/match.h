@@ -48,7 +48,8 @@ bool tide__match_remove_posted(struct tide__match *mq, tide__msg *m);
 int tide__match_check(const tide__msg *m, const struct tide__frame *f);
 
 /* Copy a complete unexpected frame into receive m; sets m->got and
- * returns the status m completes with. */
+ * returns the status m completes with.  A frame without data (a
+ * timing-only simulation) copies nothing. */
 int tide__match_deliver(const struct tide__unexp *ux, tide__msg *m);
 
 /* A buffered copy of frame f with its payload (len bytes at data, may be

@@ -46,6 +46,7 @@ typedef struct tide__msg {
     size_t len;                 /* send: payload bytes; receive: capacity */
     size_t got;                 /* receive: payload bytes that arrived */
     int status;                 /* set at completion: 0 or TIDE_E* */
+    void *tpriv;                /* transport-private while posted */
     uint8_t completed;          /* engine: tide__msg_done has run */
 } tide__msg;
 

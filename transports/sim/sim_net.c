@@ -1,0 +1,413 @@
+/* sim_net.c - the transport a simulated rank's engine posts to: the same
+ * contract as TCP's (transport.h), with a send turned into a delivery
+ * event at the time the cost model gives, and matching done at arrival
+ * with the same match.c as TCP.
+ *
+ * A send completes when its message arrives, whether or not a receive
+ * waits for it (early frames are copied into the peer's unexpected pool,
+ * as a kernel socket buffer would hold them).  Reading the payload at
+ * arrival rather than at posting is deliberate: an algorithm that touches
+ * a buffer it has handed to the transport is caught by the results. */
+#include "transports/sim/sim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct sim_rank *rank_of(struct tide__transport *base)
+{
+    return container_of(base, struct sim_rank, base);
+}
+
+/* ---- what a rank knows of each peer: an open-addressing table ----
+ *
+ * A rank of a ring talks to two peers and one of a tree to log2(n), so
+ * thousands of simulated ranks cannot afford an array of n per rank. */
+
+static size_t slot_of(int peer, size_t cap)
+{
+    return ((size_t)peer * 0x9E3779B97F4A7C15ull >> 17) & (cap - 1);
+}
+
+static bool peers_grow(struct sim_rank *r)
+{
+    size_t cap = r->peers_cap ? 2 * r->peers_cap : 4;
+    struct sim_peer *t = malloc(cap * sizeof *t);
+    if (!t)
+        return false;
+    for (size_t i = 0; i < cap; i++)
+        t[i] = (struct sim_peer){.peer = -1};
+    for (size_t i = 0; i < r->peers_cap; i++) {
+        if (r->peers[i].peer < 0)
+            continue;
+        size_t j = slot_of(r->peers[i].peer, cap);
+        while (t[j].peer >= 0)
+            j = (j + 1) & (cap - 1);
+        t[j] = r->peers[i];
+    }
+    free(r->peers);
+    r->peers = t;
+    r->peers_cap = cap;
+    return true;
+}
+
+/* r's record of peer; made when create is set (NULL if out of memory). */
+static struct sim_peer *peer_of(struct sim_rank *r, int peer, bool create)
+{
+    if (r->peers_cap) {
+        size_t j = slot_of(peer, r->peers_cap);
+        for (; r->peers[j].peer >= 0; j = (j + 1) & (r->peers_cap - 1))
+            if (r->peers[j].peer == peer)
+                return &r->peers[j];
+    }
+    if (!create)
+        return NULL;
+    if (4 * (r->npeers + 1) > 3 * r->peers_cap && !peers_grow(r))
+        return NULL;
+    size_t j = slot_of(peer, r->peers_cap);
+    while (r->peers[j].peer >= 0)
+        j = (j + 1) & (r->peers_cap - 1);
+    r->peers[j] = (struct sim_peer){.peer = peer};
+    r->npeers++;
+    return &r->peers[j];
+}
+
+/* ---- completions ---- */
+
+static void done(struct sim_rank *r, tide__msg *m, int status)
+{
+    tide__msg_done(r->base.ctx, m, status);
+    tide__sim_dirty(r->sim, r);
+}
+
+static void fail_posted(struct sim_rank *r, struct sim_peer *q)
+{
+    tide__msg *m;
+    while ((m = tide__msgq_pop(&q->mq.posted)))
+        done(r, m, TIDE_EPEER);
+}
+
+/* ---- the cost model ---- */
+
+static uint64_t stalled_until(const struct tide_sim *s, int from, int to, uint64_t t)
+{
+    for (int i = 0; i < s->nstalls; i++) {
+        const struct sim_stall *w = &s->stalls[i];
+        if (w->from == from && w->to == to && t >= w->start && t < w->end)
+            t = w->end;
+    }
+    return t;
+}
+
+/* When a message of `bytes` posted now from a reaches b (see tide.h). */
+static uint64_t arrival(struct tide_sim *s, struct sim_rank *a, struct sim_rank *b,
+                        struct sim_peer *q, size_t bytes)
+{
+    uint64_t t = s->now;
+    if (a != b) {
+        uint64_t wire = (uint64_t)((double)bytes * s->ns_per_byte);
+        uint64_t start = t > a->tx_free ? t : a->tx_free;
+        a->tx_free = start + wire;
+        t = start + wire + s->alpha_ns;
+        if (t < b->rx_free + wire)
+            t = b->rx_free + wire;
+        b->rx_free = t;
+    }
+    if (s->jitter_ns)
+        t += tide__sim_rand(s) % (s->jitter_ns + 1);
+    t = stalled_until(s, a->rank, b->rank, t);
+    if (t < q->last_arrival)
+        t = q->last_arrival; /* ties fire in posting order: FIFO holds */
+    q->last_arrival = t;
+    return t;
+}
+
+/* ---- sending and delivering ---- */
+
+static void deliver_fire(struct tide__timer *t);
+
+static struct sim_event *event_new(struct tide_sim *s)
+{
+    struct sim_event *ev = s->free_events;
+    if (ev)
+        s->free_events = ev->next_free;
+    else if (!(ev = malloc(sizeof *ev)))
+        return NULL;
+    tide__timer_init(&ev->timer, deliver_fire);
+    ev->sim = s;
+    return ev;
+}
+
+static void event_free(struct tide_sim *s, struct sim_event *ev)
+{
+    ev->m->tpriv = NULL;
+    ev->next_free = s->free_events;
+    s->free_events = ev;
+}
+
+static void send_post(struct sim_rank *a, tide__msg *m)
+{
+    struct tide_sim *s = a->sim;
+    struct sim_rank *b = &s->ranks[m->peer];
+    m->hdr.len = m->len;
+    if (a->gone || b->gone) {
+        done(a, m, TIDE_EPEER);
+        return;
+    }
+    struct sim_peer *q = peer_of(b, a->rank, true);
+    struct sim_event *ev = q ? event_new(s) : NULL;
+    if (!ev) {
+        done(a, m, TIDE_ENOMEM);
+        return;
+    }
+    size_t bytes = m->len + TIDE_FRAME_HDR_SIZE;
+    ev->m = m;
+    ev->from = a->rank;
+    ev->to = b->rank;
+    m->tpriv = ev;
+    if (tide__timer_arm(&s->heap, &ev->timer, arrival(s, a, b, q, bytes)) < 0) {
+        event_free(s, ev);
+        done(a, m, TIDE_ENOMEM);
+        return;
+    }
+    a->stats.msgs_sent++;
+    a->stats.bytes_sent += bytes;
+}
+
+/* An early frame, kept until its receive is posted: a copy of the
+ * payload, or (timing only) just the header. */
+static struct tide__unexp *keep_early(const struct tide_sim *s, const tide__msg *m)
+{
+    if (!s->cfg.timing_only || m->hdr.kind == TIDE_KIND_POISON)
+        return tide__unexp_new(&m->hdr, m->buf);
+    struct tide__unexp *ux = calloc(1, sizeof *ux);
+    if (ux) {
+        ux->hdr = m->hdr;
+        ux->complete = true;
+    }
+    return ux;
+}
+
+static void arrive(struct sim_rank *a, struct sim_rank *b, tide__msg *m)
+{
+    struct tide_sim *s = a->sim;
+    struct tide__ctx *ctx = b->base.ctx;
+    b->stats.msgs_recv++;
+    b->stats.bytes_recv += m->len + TIDE_FRAME_HDR_SIZE;
+    tide__sim_dirty(s, b);
+    if (m->hdr.kind == TIDE_KIND_POISON) { /* never matched: news for the engine */
+        tide__frame_poison(ctx, a->rank, &m->hdr, m->buf, m->len);
+        done(a, m, 0);
+        return;
+    }
+    struct sim_peer *q = peer_of(b, a->rank, false); /* made when m was posted */
+    tide__msg *r = tide__match_take_posted(&q->mq, &m->hdr);
+    if (r) {
+        struct tide__unexp view = {.hdr = m->hdr, .complete = true};
+        view.data = s->cfg.timing_only ? NULL : m->buf;
+        done(b, r, tide__match_deliver(&view, r));
+        done(a, m, 0);
+        return;
+    }
+    struct tide__unexp *ux = keep_early(s, m);
+    if (!ux) {
+        done(a, m, TIDE_ENOMEM);
+        return;
+    }
+    b->stats.unexpected++;
+    tide__match_add_unexpected(&q->mq, ux);
+    tide__frame_unexpected(ctx, a->rank, &m->hdr);
+    done(a, m, 0);
+}
+
+static void deliver_fire(struct tide__timer *t)
+{
+    struct sim_event *ev = container_of(t, struct sim_event, timer);
+    struct tide_sim *s = ev->sim;
+    tide__msg *m = ev->m;
+    struct sim_rank *a = &s->ranks[ev->from], *b = &s->ranks[ev->to];
+    event_free(s, ev);
+    if (a->gone || b->gone) { /* only if dropping it ran out of memory */
+        if (a->base.ctx)
+            done(a, m, TIDE_EPEER);
+        return;
+    }
+    arrive(a, b, m);
+    tide__sim_count_delivery(s);
+}
+
+bool tide__sim_is_delivery(const struct tide__timer *t)
+{
+    return t->fire == deliver_fire;
+}
+
+/* ---- receiving ---- */
+
+static void recv_post(struct sim_rank *r, tide__msg *m)
+{
+    struct sim_peer *q = peer_of(r, m->peer, true);
+    if (!q) {
+        done(r, m, TIDE_ENOMEM);
+        return;
+    }
+    struct tide__unexp *ux = tide__match_take_unexpected(&q->mq, m);
+    if (ux) {
+        done(r, m, tide__match_deliver(ux, m));
+        tide__unexp_free(ux);
+        return;
+    }
+    if (r->gone || r->sim->ranks[m->peer].gone) {
+        done(r, m, TIDE_EPEER);
+        return;
+    }
+    tide__match_post(&q->mq, m);
+}
+
+/* ---- the transport's face ---- */
+
+static void start(struct tide__transport *base)
+{
+    (void)base; /* nothing to arm: deliveries find their receives */
+}
+
+static void post(struct tide__transport *base, tide__msg *m)
+{
+    struct sim_rank *r = rank_of(base);
+    m->tpriv = NULL;
+    if (m->dir == TIDE_MSG_SEND)
+        send_post(r, m);
+    else
+        recv_post(r, m);
+}
+
+/* Nothing is ever half on a wire here: everything is taken back at once. */
+static int withdraw(struct tide__transport *base, tide__msg *m, int err)
+{
+    struct sim_rank *r = rank_of(base);
+    (void)err;
+    if (m->dir == TIDE_MSG_RECV) {
+        struct sim_peer *q = peer_of(r, m->peer, false);
+        if (q)
+            tide__match_remove_posted(&q->mq, m);
+        return 0;
+    }
+    struct sim_event *ev = m->tpriv;
+    if (ev) {
+        tide__timer_disarm(&r->sim->heap, &ev->timer);
+        event_free(r->sim, ev);
+    }
+    return 0;
+}
+
+static const char *peer_reason(struct tide__transport *base, int peer)
+{
+    struct sim_rank *r = rank_of(base);
+    if (r->gone)
+        return r->gone;
+    if (peer < 0 || peer >= r->sim->n)
+        return NULL;
+    return r->sim->ranks[peer].gone;
+}
+
+static void abort_all(struct tide__transport *base, int err)
+{
+    struct sim_rank *r = rank_of(base);
+    char why[96];
+    snprintf(why, sizeof why, "rank %d left the job: %s", r->rank, tide_strerror(err));
+    tide__sim_net_lose(r, why);
+}
+
+static unsigned outstanding(struct tide__transport *base)
+{
+    (void)base;
+    return 0;
+}
+
+static void free_peers(struct sim_rank *r)
+{
+    for (size_t i = 0; i < r->peers_cap; i++) {
+        struct tide__match *mq = &r->peers[i].mq;
+        while (mq->ux_head) {
+            struct tide__unexp *next = mq->ux_head->next;
+            tide__unexp_free(mq->ux_head);
+            mq->ux_head = next;
+        }
+    }
+    free(r->peers);
+    r->peers = NULL;
+    r->peers_cap = r->npeers = 0;
+}
+
+/* tide_finalize: the rank is gone for good; the network keeps its slot. */
+static void destroy(struct tide__transport *base)
+{
+    struct sim_rank *r = rank_of(base);
+    char why[64];
+    snprintf(why, sizeof why, "rank %d finalized", r->rank);
+    tide__sim_net_lose(r, why);
+    free_peers(r);
+    r->base.ctx = NULL;
+}
+
+static const struct tide__transport_ops sim_ops = {
+    .name = "sim",
+    .start = start,
+    .post = post,
+    .withdraw = withdraw,
+    .peer_reason = peer_reason,
+    .abort = abort_all,
+    .outstanding = outstanding,
+    .destroy = destroy,
+};
+
+void tide__sim_net_init(struct tide_sim *s, struct sim_rank *r, struct tide__ctx *ctx)
+{
+    r->base.ops = &sim_ops;
+    r->base.ctx = ctx;
+    r->sim = s;
+}
+
+/* ---- a rank leaves ---- */
+
+/* Drop every message in flight from or to r: r's own complete on its
+ * side (its engine is failing them anyway), the peers' fail.  Collected
+ * first: taking one out of the heap reorders the rest. */
+static void drop_in_flight(struct sim_rank *r)
+{
+    struct tide_sim *s = r->sim;
+    size_t k = 0;
+    struct sim_event **hit = malloc((s->heap.len + 1) * sizeof *hit);
+    for (size_t i = 0; hit && i < s->heap.len; i++) {
+        struct tide__timer *t = s->heap.items[i];
+        struct sim_event *ev = container_of(t, struct sim_event, timer);
+        if (tide__sim_is_delivery(t) && (ev->from == r->rank || ev->to == r->rank))
+            hit[k++] = ev;
+    }
+    for (size_t i = 0; i < k; i++) {
+        tide__msg *m = hit[i]->m;
+        struct sim_rank *sender = &s->ranks[hit[i]->from];
+        tide__timer_disarm(&s->heap, &hit[i]->timer);
+        event_free(s, hit[i]);
+        done(sender, m, TIDE_EPEER);
+    }
+    free(hit);
+}
+
+void tide__sim_net_lose(struct sim_rank *r, const char *why)
+{
+    if (r->gone)
+        return;
+    snprintf(r->gone_buf, sizeof r->gone_buf, "%s", why);
+    r->gone = r->gone_buf;
+    drop_in_flight(r);
+    for (size_t i = 0; i < r->peers_cap; i++)
+        if (r->peers[i].peer >= 0)
+            fail_posted(r, &r->peers[i]);
+    struct tide_sim *s = r->sim;
+    for (int p = 0; p < s->n; p++) {
+        struct sim_rank *o = &s->ranks[p];
+        struct sim_peer *q = o != r && o->base.ctx ? peer_of(o, r->rank, false) : NULL;
+        if (q)
+            fail_posted(o, q);
+    }
+}
