@@ -78,6 +78,7 @@ void tide__ctx_unref(struct tide__ctx *ctx)
     tide__scratch_free_all(ctx);
     tide__notes_free(ctx);
     free(ctx->world.groups);
+    free(ctx->world.failed);
     pthread_mutex_destroy(&ctx->pool_lock);
     pthread_mutex_destroy(&ctx->drive_lock);
     tide__timer_heap_free(&ctx->own_timers);

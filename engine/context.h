@@ -110,6 +110,8 @@ struct tide_comm {
         uint32_t hash, count;
     } *groups;
     int ngroups;
+    uint64_t *failed;          /* reactor: sequences of collectives that failed here */
+    size_t nfailed, failed_cap;
     tide_comm *next;           /* in the context's list of comms */
 };
 
@@ -247,8 +249,9 @@ void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *thei
  * frames, peers' failures).  True when that failed it. */
 bool tide__check_notes(tide_req *req);
 /* req (a collective) failed here with err for the reason in detail:
- * tell the other ranks of its comm. */
-void tide__tell_peers(tide_req *req, int err, const char *detail);
+ * remember it, and tell the other ranks of its comm unless told_by_peer
+ * (they heard from the rank that failed first) or ctx is broken. */
+void tide__collective_failed(tide_req *req, int err, const char *detail);
 /* An engine-owned control message completed: free it. */
 void tide__ctl_msg_done(tide__msg *m);
 void tide__notes_free(struct tide__ctx *ctx);

@@ -14,9 +14,11 @@
  * A rank whose collective fails (mismatch, deadline, a lost peer) sends a
  * "poison" frame with its account to every other rank of the
  * communicator, so ranks that wait on it fail at once with the same error
- * instead of waiting out their deadline.  (A rank that answers a stale
- * frame with a mismatch poison after failing for another reason has
- * already told that peer the real reason, earlier on the same stream.)  A root whose one-way sends
+ * instead of waiting out their deadline.  Frames that arrive for a
+ * collective that already failed here are its leftovers, not a mismatch:
+ * the sender learns the real reason from whoever failed first (the
+ * simulated network's fault schedules found the older rule, which
+ * answered them with a mismatch, racing that reason to third ranks).  A root whose one-way sends
  * complete before any frame comes back cannot learn of a mismatch: that
  * rank succeeds, the others still fail.
  *
@@ -128,9 +130,30 @@ static void poison_all(struct tide__ctx *ctx, tide_comm *comm, uint64_t seq, int
     }
 }
 
-void tide__tell_peers(tide_req *req, int err, const char *detail)
+void tide__collective_failed(tide_req *req, int err, const char *detail)
 {
-    poison_all(req->ctx, req->comm, req->seq, err, detail);
+    tide_comm *comm = req->comm;
+    if (comm->nfailed == comm->failed_cap) {
+        size_t cap = comm->failed_cap ? 2 * comm->failed_cap : 8;
+        uint64_t *p = realloc(comm->failed, cap * sizeof *p);
+        if (p) { /* else a late frame of it may be taken for a mismatch */
+            comm->failed = p;
+            comm->failed_cap = cap;
+        }
+    }
+    if (comm->nfailed < comm->failed_cap)
+        comm->failed[comm->nfailed++] = req->seq;
+    if (!req->told_by_peer && !req->ctx->broken)
+        poison_all(req->ctx, comm, req->seq, err, detail);
+}
+
+/* Did collective seq of comm fail here?  (Recent failures first.) */
+static bool failed_here(const tide_comm *comm, uint64_t seq)
+{
+    for (size_t i = comm->nfailed; i-- > 0;)
+        if (comm->failed[i] == seq)
+            return true;
+    return false;
 }
 
 /* Append n to a growing array.  When memory runs out the note is lost,
@@ -170,8 +193,10 @@ static void check_unexpected(struct tide__ctx *ctx, int peer, const struct tide_
         return;
     }
     tide_comm *comm = ended_here(ctx, f->comm_id, f->seq);
+    if (comm && failed_here(comm, f->seq))
+        return; /* the rest of a collective that failed here: the peer hears why */
     if (comm) {
-        /* It ended here, so the peer runs another pattern.  Everyone is
+        /* It succeeded here, so the peer runs another pattern.  Everyone is
          * told, not only the sender: a root waiting for data the sender
          * sent elsewhere would otherwise wait out its deadline. */
         char theirs[128], text[256];

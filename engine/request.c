@@ -259,8 +259,8 @@ void tide__req_fail(tide_req *req, int err, const char *fmt, ...)
     snprintf(req->message, sizeof req->message, "rank %d: %s (seq %llu): %s: %s",
              req->comm->rank, req->opname, (unsigned long long)req->seq, detail,
              tide_strerror(err));
-    if (req->seq && !req->told_by_peer && !req->ctx->broken)
-        tide__tell_peers(req, err, detail);
+    if (req->seq)
+        tide__collective_failed(req, err, detail);
 
     struct tide__transport *tp = req->ctx->tp;
     tide__msg *m = req->live;

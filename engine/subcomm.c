@@ -95,6 +95,7 @@ void tide__comm_unref(tide_comm *comm)
     struct tide__ctx *ctx = comm->ctx;
     free(comm->world_of);
     free(comm->groups);
+    free(comm->failed);
     free(comm);
     tide__ctx_unref(ctx);
 }
