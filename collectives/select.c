@@ -51,6 +51,17 @@ static const struct family families[] = {
      {{"pairwise", &tide__algo_pairwise_alltoall, false}}},
 };
 
+/* A ring pays a round per rank (two for an all-reduce) where the
+ * log-round algorithms pay log2 n; it wins only once the bytes dwarf
+ * that latency.  tide-sim (alpha 5 us, 12.5 GB/s per port) puts the
+ * crossover at about 256 KiB per rank of the group for all-reduce,
+ * all-gather and reduce-scatter alike, from 4 to 4096 ranks; see
+ * docs/algorithms.md for the sweeps. */
+static bool ring_pays(int n, size_t bytes)
+{
+    return bytes >= (size_t)n * (256u << 10);
+}
+
 /* The default: small vectors want few rounds, large ones few bytes per
  * rank. */
 static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes)
@@ -60,10 +71,11 @@ static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes)
         /* Measured here at 2 and 4 ranks (tools/compare_allreduce.sh):
          * recursive doubling's few rounds win up to 64 KiB,
          * Rabenseifner's halves up to 1 MiB, and above that the ring,
-         * whose chunks overlap the reduction with the transfer. */
+         * whose chunks overlap the reduction with the transfer, once it
+         * pays in larger groups too. */
         if (bytes <= (64u << 10))
             return &tide__algo_rd_allreduce;
-        if (bytes <= (1u << 20))
+        if (bytes <= (1u << 20) || !ring_pays(n, bytes))
             return &tide__algo_rabenseifner;
         return &tide__algo_ring_allreduce;
     case TIDE_KIND_BROADCAST:
@@ -72,15 +84,15 @@ static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes)
     case TIDE_KIND_REDUCE:
         return &tide__algo_binomial_reduce;
     case TIDE_KIND_ALLGATHER:
-        if (bytes > (64u << 10))
+        if (ring_pays(n, bytes))
             return &tide__algo_ring_allgather;
         return tide__is_pow2(n) ? &tide__algo_rd_allgather : &tide__algo_bruck_allgather;
     case TIDE_KIND_ALLGATHERV:
         return &tide__algo_ring_allgather;
     case TIDE_KIND_REDUCE_SCATTER:
     case TIDE_KIND_REDUCE_SCATTERV:
-        return bytes <= (64u << 10) ? &tide__algo_rh_reduce_scatter
-                                    : &tide__algo_ring_reduce_scatter;
+        return ring_pays(n, bytes) ? &tide__algo_ring_reduce_scatter
+                                   : &tide__algo_rh_reduce_scatter;
     case TIDE_KIND_GATHER:
         return &tide__algo_binomial_gather;
     case TIDE_KIND_SCATTER:

@@ -211,13 +211,6 @@ static void check_unexpected(struct tide__ctx *ctx, int peer, const struct tide_
     add_note(ctx, &n);
 }
 
-/* A peer's poison carries the error code, negated, in its tag. */
-static int poison_error(const struct tide__frame *f)
-{
-    int err = -(int)f->tag;
-    return err < 0 && err >= TIDE_EBUSY ? err : TIDE_EPROTO;
-}
-
 static void fail_from_peer(tide_req *req, int err, int peer, const char *text)
 {
     req->told_by_peer = true; /* no echo back */
@@ -228,7 +221,7 @@ static void apply_poison(struct tide__ctx *ctx, int peer, const struct tide__fra
                          const char *text)
 {
     size_t n = strlen(text);
-    int err = poison_error(f);
+    int err = tide__frame_poison_error(f);
     tide_req *req = find_active(ctx, f->comm_id, f->seq);
     if (req) {
         fail_from_peer(req, err, peer, text);

@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh build
-echo "demo: starting 4 ranks on this machine with tide-run"
-exec build/tools/tide-run -n 4 -- build/tools/tide-ring-demo
+echo "demo: FSDP training on 4 ranks (tide-run): full_shard, checked step by step against one process"
+exec build/tools/tide-run -n 4 -- build/tools/tide-fsdp-train --strategy full_shard --prefetch 2 --steps 10 --check

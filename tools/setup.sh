@@ -8,7 +8,7 @@
 # the exact command to run and stops.
 set -euo pipefail
 
-packages=(meson ninja-build pkg-config gcc liburing-dev libcmocka-dev libsodium-dev)
+packages=(meson ninja-build pkg-config gcc liburing-dev libcmocka-dev libsodium-dev libopenblas-dev)
 
 missing=()
 for p in "${packages[@]}"; do

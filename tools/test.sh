@@ -14,3 +14,6 @@ echo "test: AddressSanitizer + UndefinedBehaviorSanitizer build"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --print-errorlogs --num-processes 1 --timeout-multiplier 3
+
+echo "test: parser fuzzing (libFuzzer, 60 s)"
+tools/fuzz.sh 60

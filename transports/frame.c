@@ -47,6 +47,15 @@ int tide__frame_decode(const uint8_t in[TIDE_FRAME_HDR_SIZE], struct tide__frame
     return 0;
 }
 
+int tide__frame_poison_error(const struct tide__frame *f)
+{
+    /* Judged as unsigned: negating the tag as an int overflows (undefined
+     * behaviour) when a peer sends 0x80000000. */
+    if (f->tag >= 1 && f->tag <= (uint32_t)-TIDE_EBUSY) /* TIDE_EBUSY: the lowest code */
+        return -(int)f->tag;
+    return TIDE_EPROTO;
+}
+
 int tide__frame_same_key(const struct tide__frame *a, const struct tide__frame *b)
 {
     return a->comm_id == b->comm_id && a->seq == b->seq && a->tag == b->tag;

@@ -72,6 +72,11 @@ void tide__frame_encode(const struct tide__frame *f, uint8_t out[TIDE_FRAME_HDR_
  * magic, version, type or kind, or a payload over TIDE_FRAME_MAX_PAYLOAD. */
 int tide__frame_decode(const uint8_t in[TIDE_FRAME_HDR_SIZE], struct tide__frame *f);
 
+/* The error a TIDE_KIND_POISON frame reports: its tag carries the
+ * sender's TIDE_E* code, negated.  Anything else in the tag is a corrupt
+ * or hostile peer and reads as TIDE_EPROTO.  Always a TIDE_E* code. */
+int tide__frame_poison_error(const struct tide__frame *f);
+
 /* Same (comm, seq, tag): the frame is meant for this receive. */
 int tide__frame_same_key(const struct tide__frame *a, const struct tide__frame *b);
 

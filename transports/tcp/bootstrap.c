@@ -366,17 +366,29 @@ static int on_challenge(struct boot *b, struct conn *c)
     return 0;
 }
 
+int tide__bootstrap_table_check(const uint8_t *table, int world, int *bad_rank)
+{
+    for (int j = 0; j < world; j++) {
+        struct tide__addr a;
+        if (tide__addr_decode(table + (size_t)j * TIDE_ADDR_WIRE_SIZE, &a) < 0) {
+            *bad_rank = j;
+            return TIDE_EPROTO;
+        }
+    }
+    return 0;
+}
+
 /* Rank i > 0 has every rank's address: dial the ranks below it. */
 static int on_table(struct boot *b, struct conn *c)
 {
     conn_done(b, c);
-    for (int j = 0; j < b->world; j++) {
+    int bad;
+    if (tide__bootstrap_table_check(b->table, b->world, &bad) < 0)
+        return fail(b, TIDE_EBOOTSTRAP, "rank 0 at %s sent a malformed address for rank %d",
+                    b->master_str, bad);
+    for (int j = 1; j < b->rank; j++) {
         struct tide__addr a;
-        if (tide__addr_decode(b->table + (size_t)j * TIDE_ADDR_WIRE_SIZE, &a) < 0)
-            return fail(b, TIDE_EBOOTSTRAP, "rank 0 at %s sent a malformed address for rank %d",
-                        b->master_str, j);
-        if (j == 0 || j >= b->rank)
-            continue;
+        tide__addr_decode(b->table + (size_t)j * TIDE_ADDR_WIRE_SIZE, &a); /* checked above */
         int rc = add_dial(b, j, TIDE_HS_MESH, &a);
         if (rc)
             return rc;

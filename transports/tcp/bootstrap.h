@@ -6,6 +6,7 @@
 #define TIDE_BOOTSTRAP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tide.h"
 
@@ -24,5 +25,12 @@
  * with a one-line explanation in err.  Nothing is left open on failure.
  */
 int tide__bootstrap(const tide_config *cfg, int *fds, char *err, size_t errlen);
+
+/*
+ * Validate a TABLE as rank 0 sends it: world wire addresses (sockaddr.h),
+ * in rank order.  Returns 0 when every entry decodes, else TIDE_EPROTO
+ * with the first malformed rank in *bad_rank.  Pure, for the fuzzer.
+ */
+int tide__bootstrap_table_check(const uint8_t *table, int world, int *bad_rank);
 
 #endif

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# compare.sh - tide beside Open MPI 4.1 (over TCP and over its shared-memory
+# transport) and Gloo (torch.distributed), measured in one run on this
+# machine: on a shared machine only a ratio taken at the same moment means
+# anything.
+#
+#   tools/compare.sh [--quick] [--out DIR] [--build DIR]
+#
+# Measures allreduce, allgather, reduce_scatter and broadcast (float32 sum,
+# 8 B to 64 MiB by factors of 4, on 2 and 4 ranks) with tide-perf and its
+# twins tools/mpi_coll_bench.c and tools/gloo_bench.py; the overlap of a
+# nonblocking allreduce with busy and sleeping compute (tide-overlap, the
+# same method for MPI_Iallreduce and Gloo's async all_reduce); and the raw
+# loopback limits (tools/loopback_limits.c).  Then tools/compare_report.py
+# prints the side-by-side tables and writes DIR/compare.json, table.md and
+# compare.png (DIR defaults to build/compare).  About 5 minutes on 2 cores;
+# --quick runs a few sizes only, to check the pipeline.
+#
+# Installs what is missing with apt-get when run as root (Open MPI,
+# python3-torch, python3-matplotlib, and tide's own build dependencies).
+#
+# Fairness: the systems take turns band by band (a band is a range of
+# sizes with its own iteration count, fewer for large sizes), so a noisy
+# neighbour hurts all of them alike.  Each system runs with its defaults;
+# Open MPI is pinned to pml ob1 so that "tcp" really is its TCP transport
+# (pml ucx would otherwise take over, on shared memory).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+out=build/compare
+build=build
+while (($#)); do
+  case $1 in
+    --quick) quick=1; shift ;;
+    --out) out=${2:?--out needs a directory}; shift 2 ;;
+    --build) build=${2:?--build needs a directory}; shift 2 ;;
+    -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "compare: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+# Debian's python3, which has python3-torch (a pyenv or venv python may not).
+py=/usr/bin/python3
+
+# ------------------------------------------------------------------ setup
+
+packages=(openmpi-bin libopenmpi-dev python3-torch python3-matplotlib)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "compare: missing packages: ${missing[*]}" >&2
+    echo "compare: run:  sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "compare: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+tools/setup.sh "$build"
+mpicc -std=c11 -D_GNU_SOURCE -O2 tools/mpi_coll_bench.c -o "$build/tools/mpi-coll-bench" -lm
+
+raw=$out/raw
+logs=$out/log
+rm -rf "$raw" "$logs"
+mkdir -p "$raw" "$logs"
+
+# ---------------------------------------------------------------- schedule
+
+# Bands: "first last factor iterations warmup".  Iterations shrink with
+# size so that every band costs about the same and the run stays short.
+if ((quick)); then
+  worlds=(2 4)
+  bands=("8 8K 32 20 3" "1M 1M 2 5 1")
+  overlap_band="1M 1M 2 5 1"
+  loopback=(--mib 16 --reps 3 --iters 3000)
+else
+  worlds=(2 4)
+  bands=("8 32K 4 200 20" "128K 2M 4 30 5" "8M 32M 4 8 2" "64M 64M 2 4 1")
+  overlap_band="64K 16M 4 10 2"
+  loopback=(--mib 64 --reps 5 --iters 20000)
+fi
+ops=(allreduce allgather reduce_scatter broadcast)
+
+tide_run=("$build/tools/tide-run")
+mpirun_base=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1)
+ompi_tcp=(--mca btl tcp,self --mca btl_tcp_if_include 127.0.0.1/8)
+ompi_sm=(--mca btl vader,self)
+
+failed=()
+# step NAME COMMAND...: runs it with a deadline, output to the log; a
+# failure is reported and the run goes on, so one bad system does not
+# cost the others' figures.
+step() {
+  local name=$1
+  shift
+  printf '[%4ds] %s\n' "$SECONDS" "$name"
+  if ! timeout 300 "$@" >"$logs/$name.log" 2>&1; then
+    echo "compare: $name failed; see $logs/$name.log" >&2
+    failed+=("$name")
+  fi
+}
+
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
+cat >"$raw/run.json" <<EOF
+{"date": "$(date -u +%F)", "machine": "$(nproc) cores, Linux $(uname -r), loopback TCP",
+ "ompi_version": "$(mpirun --version 2>/dev/null | sed -n 's/.*Open MPI) //p' | head -1)",
+ "torch_version": "$($py -c 'import torch; print(torch.__version__)')",
+ "quick": $([[ $quick == 1 ]] && echo true || echo false), "load1_before": $(load1)}
+EOF
+
+# ------------------------------------------------------------------- runs
+
+step loopback-limits "$build/tools/loopback-limits" "${loopback[@]}" --json "$raw/loopback.json"
+
+for n in "${worlds[@]}"; do
+  for band in "${bands[@]}"; do
+    read -r b e f iters warm <<<"$band"
+    sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
+    tag="n$n-$b-$e"
+    for op in "${ops[@]}"; do
+      step "tide-$op-$tag" "${tide_run[@]}" -n "$n" -- "$build/tools/tide-perf" --op "$op" \
+        "${sweep[@]}" -c 1 --json "$raw/tide-$op-$tag.json"
+    done
+    oplist=$(IFS=,; echo "${ops[*]}")
+    step "ompi-tcp-$tag" "${mpirun_base[@]}" "${ompi_tcp[@]}" -np "$n" \
+      "$build/tools/mpi-coll-bench" --tool ompi-tcp --op "$oplist" "${sweep[@]}" \
+      --json "$raw/ompi-tcp-$tag.json"
+    step "ompi-sm-$tag" "${mpirun_base[@]}" "${ompi_sm[@]}" -np "$n" \
+      "$build/tools/mpi-coll-bench" --tool ompi-sm --op "$oplist" "${sweep[@]}" \
+      --json "$raw/ompi-sm-$tag.json"
+    step "gloo-$tag" "${tide_run[@]}" -n "$n" -- "$py" tools/gloo_bench.py --op "$oplist" \
+      "${sweep[@]}" --json "$raw/gloo-$tag.json"
+  done
+done
+
+read -r b e f iters warm <<<"$overlap_band"
+sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
+for n in "${worlds[@]}"; do
+  for compute in busy sleep; do
+    tag="overlap-$compute-n$n"
+    step "tide-$tag" "${tide_run[@]}" -n "$n" -- "$build/tools/tide-overlap" --op allreduce \
+      "${sweep[@]}" --compute "$compute" --json "$raw/tide-$tag.json"
+    step "ompi-tcp-$tag" "${mpirun_base[@]}" "${ompi_tcp[@]}" -np "$n" \
+      "$build/tools/mpi-coll-bench" --tool ompi-tcp --overlap --compute "$compute" \
+      "${sweep[@]}" --json "$raw/ompi-tcp-$tag.json"
+    step "ompi-sm-$tag" "${mpirun_base[@]}" "${ompi_sm[@]}" -np "$n" \
+      "$build/tools/mpi-coll-bench" --tool ompi-sm --overlap --compute "$compute" \
+      "${sweep[@]}" --json "$raw/ompi-sm-$tag.json"
+    step "gloo-$tag" "${tide_run[@]}" -n "$n" -- "$py" tools/gloo_bench.py --overlap \
+      --compute "$compute" "${sweep[@]}" --json "$raw/gloo-$tag.json"
+  done
+done
+
+# A step that failed may have left a partial file; the report reads only
+# whole ones.
+for f in "$raw"/*.json; do
+  $py -c 'import json, sys; json.load(open(sys.argv[1]))' "$f" 2>/dev/null || rm -f "$f"
+done
+printf '{"seconds": %d, "load1_after": %s}\n' "$SECONDS" "$(load1)" >"$raw/run-end.json"
+
+echo
+$py tools/compare_report.py "$out"
+if ((${#failed[@]})); then
+  echo "compare: failed steps: ${failed[*]}" >&2
+  exit 1
+fi

@@ -1,0 +1,267 @@
+#!/usr/bin/python3
+"""compare_report.py - merge the JSON records of one tools/compare.sh run,
+print the side-by-side tables and draw the plot.
+
+    compare_report.py OUT_DIR
+
+Reads OUT_DIR/raw/*.json (arrays of records written by tide-perf,
+tide-overlap, mpi-coll-bench, gloo_bench.py and loopback-limits, plus
+compare.sh's run.json) and writes:
+    OUT_DIR/compare.json   every record, the run's facts and the table rows
+    OUT_DIR/table.md       the tables in Markdown (what the README shows)
+    OUT_DIR/compare.png    busbw against size, one line per system, one
+                           subplot per collective and world size
+
+How to read the bandwidth table: time is the slowest rank's mean per call
+(tide-perf's convention, which the other drivers copy); "x tide" is the
+peer's time divided by tide's, so above 1 tide is faster.  The loopback
+column sets tide against the machine: for sizes of 1 MiB and up, tide's
+bus bandwidth as a share of what raw sockets carry in the same pattern (a
+ring of N processes each sending while receiving; broadcast on 2 ranks is
+one stream); below that, tide's time in raw 8-byte round trips (the
+faster of busy-polling and blocking at the time of the run).
+"""
+import glob
+import json
+import os
+import sys
+
+PEERS = ("ompi-tcp", "ompi-sm", "gloo")
+SYSTEMS = ("tide",) + PEERS
+LABELS = {"tide": "tide", "ompi-tcp": "Open MPI tcp", "ompi-sm": "Open MPI sm", "gloo": "Gloo"}
+OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast")
+# The loopback column switches from latency to bandwidth here: below it a
+# transfer fits the socket buffers and the streaming ceiling is no ceiling.
+BANDWIDTH_FROM = 1 << 20
+
+
+def system_of(rec):
+    """tide-perf and tide-overlap are both "tide"; the drivers name themselves."""
+    return "tide" if rec["tool"].startswith("tide-") else rec["tool"]
+
+
+def load(out_dir):
+    records, facts = [], {}
+    for path in sorted(glob.glob(os.path.join(out_dir, "raw", "*.json"))):
+        with open(path) as f:
+            data = json.load(f)
+        if isinstance(data, dict):  # compare.sh's facts about the run
+            facts.update(data)
+        else:
+            records.extend(data)
+    return records, facts
+
+
+def size_text(n):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def time_text(us):
+    if us is None:
+        return "n/a"
+    return f"{us:.0f}" if us >= 100 else f"{us:.1f}"
+
+
+def limits_of(records):
+    """Loopback ceilings: ring GB/s per world size, stream GB/s, rtt us."""
+    lim = {"ring": {}, "stream": None, "rtt": None}
+    for r in records:
+        if r["tool"] != "loopback":
+            continue
+        if r["test"] == "ring":
+            lim["ring"][r["ranks"]] = r["gbps"]
+        elif r["test"] == "stream":
+            lim["stream"] = r["gbps"]
+        elif r["test"].startswith("rtt_"):
+            lim["rtt"] = min(lim["rtt"] or r["time_us"], r["time_us"])
+    return lim
+
+
+def link_limit(lim, op, ranks):
+    if op == "broadcast" and ranks == 2:
+        return lim["stream"]
+    return lim["ring"].get(ranks)
+
+
+def perf_index(records):
+    """(system, op, ranks, bytes) -> record; tide's out-of-place one."""
+    index = {}
+    for r in records:
+        if "time_us" not in r or r["tool"] == "loopback" or r.get("bytes", 0) == 0:
+            continue
+        key = (system_of(r), r["op"], r["ranks"], r["bytes"])
+        if key not in index or not r.get("inplace"):
+            index[key] = r
+    return index
+
+
+def bandwidth_rows(records):
+    index, lim = perf_index(records), limits_of(records)
+    rows = []
+    for op in OPS:
+        for ranks in sorted({k[2] for k in index if k[1] == op}):
+            for nbytes in sorted({k[3] for k in index if k[1] == op and k[2] == ranks}):
+                got = {s: index.get((s, op, ranks, nbytes)) for s in SYSTEMS}
+                tide = got["tide"]
+                row = {"op": op, "ranks": ranks, "bytes": nbytes,
+                       "time_us": {s: r and r["time_us"] for s, r in got.items()},
+                       "busbw_gbps": {s: r and r["busbw_gbps"] for s, r in got.items()},
+                       "ratio": {}, "loopback": None}
+                for p in PEERS:
+                    if tide and got[p]:
+                        row["ratio"][p] = got[p]["time_us"] / tide["time_us"]
+                limit = link_limit(lim, op, ranks)
+                if tide and nbytes >= BANDWIDTH_FROM and limit:
+                    row["loopback"] = {"busbw_share": tide["busbw_gbps"] / limit}
+                elif tide and nbytes < BANDWIDTH_FROM and lim["rtt"]:
+                    row["loopback"] = {"rtts": tide["time_us"] / lim["rtt"]}
+                rows.append(row)
+    return rows
+
+
+def overlap_rows(records):
+    index = {}
+    for r in records:
+        if "overlap_pct" in r:
+            index[(system_of(r), r["ranks"], r["bytes"], r["compute"])] = r
+    rows = []
+    for ranks, nbytes, compute in sorted({k[1:] for k in index}, key=lambda k: (k[2], k[0], k[1])):
+        got = {s: index.get((s, ranks, nbytes, compute)) for s in SYSTEMS}
+        rows.append({"ranks": ranks, "bytes": nbytes, "compute": compute,
+                     "overlap_pct": {s: r and r["overlap_pct"] for s, r in got.items()},
+                     "t_pure_us": {s: r and r["t_pure_us"] for s, r in got.items()}})
+    return rows
+
+
+def loopback_text(row):
+    lb = row["loopback"]
+    if not lb:
+        return "n/a"
+    if "busbw_share" in lb:
+        return f"{100 * lb['busbw_share']:.0f} % of link"
+    return f"{lb['rtts']:.1f} RTT"
+
+
+def bandwidth_table(rows):
+    head = (["op", "ranks", "size"] + [f"{LABELS[s]} µs" for s in SYSTEMS]
+            + [f"x {LABELS[p]}" for p in PEERS] + ["tide vs loopback"])
+    body = []
+    for r in rows:
+        body.append([r["op"], str(r["ranks"]), size_text(r["bytes"])]
+                    + [time_text(r["time_us"][s]) for s in SYSTEMS]
+                    + [f"{r['ratio'][p]:.2f}" if p in r["ratio"] else "n/a" for p in PEERS]
+                    + [loopback_text(r)])
+    return head, body
+
+
+def overlap_table(rows):
+    head = (["ranks", "size", "compute"] + [f"{LABELS[s]} %" for s in SYSTEMS]
+            + ["tide t_pure µs"])
+    body = []
+    for r in rows:
+        pct = r["overlap_pct"]
+        body.append([str(r["ranks"]), size_text(r["bytes"]), r["compute"]]
+                    + [f"{pct[s]:.0f}" if pct[s] is not None else "n/a" for s in SYSTEMS]
+                    + [time_text(r["t_pure_us"]["tide"])])
+    return head, body
+
+
+def limits_lines(records):
+    out = []
+    for r in records:
+        if r["tool"] != "loopback":
+            continue
+        if r["test"] == "stream":
+            out.append(f"one TCP stream {r['gbps']:.2f} GB/s")
+        elif r["test"] == "ring":
+            what = "both directions at once" if r["ranks"] == 2 else f"ring of {r['ranks']}"
+            out.append(f"{what} {r['gbps']:.2f} GB/s per link")
+        elif r["test"].startswith("rtt"):
+            how = "busy-poll" if r["test"] == "rtt_busy_poll" else "blocking"
+            out.append(f"8 B round trip {r['time_us']:.1f} µs ({how})")
+        elif r["test"] == "memcpy":
+            out.append(f"memcpy {r['gbps']:.1f} GB/s")
+    return out
+
+
+def text_table(head, body):
+    widths = [max(len(c) for c in col) for col in zip(head, *body)]
+    fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))
+    return "\n".join([fmt(head)] + [fmt(r) for r in body])
+
+
+def md_table(head, body):
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in body])
+
+
+def plot(rows, records, path):
+    import matplotlib
+    matplotlib.use("Agg")  # no display here; write the PNG only
+    import matplotlib.pyplot as plt
+    lim = limits_of(records)
+    panels = sorted({(r["op"], r["ranks"]) for r in rows}, key=lambda k: (OPS.index(k[0]), k[1]))
+    worlds = sorted({p[1] for p in panels})
+    fig, axes = plt.subplots(len(OPS), len(worlds), figsize=(5.5 * len(worlds), 3.3 * len(OPS)),
+                             squeeze=False)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for op, ranks in panels:
+        ax = axes[OPS.index(op)][worlds.index(ranks)]
+        ax.set_visible(True)
+        mine = [r for r in rows if r["op"] == op and r["ranks"] == ranks]
+        for s in SYSTEMS:
+            pts = [(r["bytes"], r["busbw_gbps"][s]) for r in mine if r["busbw_gbps"][s]]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", markersize=3, label=LABELS[s])
+        limit = link_limit(lim, op, ranks)
+        if limit:
+            ax.axhline(limit, color="grey", linestyle="--", linewidth=1, label="loopback link")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")  # small sizes are latency-bound: a linear axis hides them
+        ax.set_title(f"{op}, {ranks} ranks")
+        ax.set_xlabel("size (bytes)")
+        ax.set_ylabel("busbw (GB/s)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out_dir = sys.argv[1]
+    records, facts = load(out_dir)
+    bw, ov = bandwidth_rows(records), overlap_rows(records)
+    bw_table, ov_table = bandwidth_table(bw), overlap_table(ov)
+    limits = limits_lines(records)
+    about = (f"{facts.get('date', '?')}, {facts.get('machine', '?')}; "
+             f"Open MPI {facts.get('ompi_version', '?')}, torch {facts.get('torch_version', '?')}; "
+             f"1-minute load {facts.get('load1_before', '?')} before, "
+             f"{facts.get('load1_after', '?')} after; {facts.get('seconds', '?')} s")
+    print(f"== collectives, float32 sum: µs per call (x peer = peer time / tide time) ==\n{about}")
+    print(text_table(*bw_table))
+    print("\n== overlap of a nonblocking allreduce with compute, % (OSU method) ==")
+    print(text_table(*ov_table))
+    print("\n== loopback limits ==\n" + "; ".join(limits))
+    with open(os.path.join(out_dir, "table.md"), "w") as f:
+        f.write(f"{about}\n\n{md_table(*bw_table)}\n\nOverlap (%):\n\n{md_table(*ov_table)}\n\n"
+                f"Loopback limits: {'; '.join(limits)}.\n")
+    with open(os.path.join(out_dir, "compare.json"), "w") as f:
+        json.dump({"facts": facts, "bandwidth": bw, "overlap": ov, "records": records}, f,
+                  indent=1)
+        f.write("\n")
+    try:
+        plot(bw, records, os.path.join(out_dir, "compare.png"))
+    except ImportError:
+        print("compare_report: no matplotlib, no plot (apt-get install python3-matplotlib)",
+              file=sys.stderr)
+    print(f"\nwrote {out_dir}/compare.json, table.md, compare.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# fuzz.sh - fuzz every parser of bytes from the network (tests/fuzz/
+# fuzz_wire.c) with clang's libFuzzer under AddressSanitizer + UBSan.
+#
+#   tools/fuzz.sh [SECONDS]   replay tests/fuzz/regressions/, then fuzz for
+#                             SECONDS (default 60) from tests/fuzz/corpus/wire/;
+#                             fails, printing the input's path, on a crash
+#   tools/fuzz.sh seeds       rewrite tests/fuzz/corpus/wire/ (make_corpus.c)
+#
+# Everything it writes goes to build-fuzz/: the binaries, the corpus the
+# fuzzer grows (kept between runs, so long runs build on short ones, never
+# committed), the log, and crashing inputs.  As root it installs clang and
+# its fuzzer runtime with apt-get when missing; otherwise it prints the
+# command and stops.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+arg=${1:-60}
+if [[ $arg != seeds && ! $arg =~ ^[0-9]+$ ]]; then
+  echo "usage: tools/fuzz.sh [SECONDS | seeds]" >&2
+  exit 2
+fi
+
+packages=(clang libclang-rt-14-dev libsodium-dev pkg-config)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "fuzz: missing packages: ${missing[*]}" >&2
+    echo "fuzz: run:  sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "fuzz: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+out=build-fuzz
+mkdir -p "$out/corpus" "$out/crashes"
+
+# The parsers and what they need to link: no sockets are opened, no ring.
+wire_sources=(transports/frame.c transports/match.c transports/tcp/handshake.c
+              transports/tcp/sockaddr.c transports/tcp/bootstrap.c engine/log.c)
+cflags=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Iinclude -I.
+        -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+        -Wno-unused-parameter -Werror)
+read -ra sodium <<<"$(pkg-config --cflags --libs libsodium)"
+
+echo "fuzz: building $out/fuzz_wire"
+clang "${cflags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  tests/fuzz/fuzz_wire.c "${wire_sources[@]}" "${sodium[@]}" -o "$out/fuzz_wire"
+# Built every run so the seed generator cannot rot unnoticed.
+clang "${cflags[@]}" tests/fuzz/make_corpus.c transports/frame.c transports/tcp/handshake.c \
+  transports/tcp/sockaddr.c "${sodium[@]}" -o "$out/make_corpus"
+
+if [[ $arg == seeds ]]; then
+  rm -rf tests/fuzz/corpus/wire
+  mkdir -p tests/fuzz/corpus/wire
+  "$out/make_corpus" tests/fuzz/corpus/wire
+  echo "fuzz: wrote $(ls tests/fuzz/corpus/wire | wc -l) seeds to tests/fuzz/corpus/wire"
+  exit 0
+fi
+
+log=$out/fuzz.log
+# From the first sign of trouble on, or the end of the log.
+show_failure() {
+  awk '/invariant broken|==[0-9]+==ERROR|runtime error|ERROR: libFuzzer/ {p = 1} p' "$log" |
+    head -n 60 | grep . || tail -n 40 "$log"
+}
+# Crash inputs found and fixed earlier: each must now pass.
+shopt -s nullglob
+regressions=(tests/fuzz/regressions/*)
+if ((${#regressions[@]})); then
+  echo "fuzz: replaying ${#regressions[@]} regression inputs"
+  if ! "$out/fuzz_wire" -artifact_prefix="$out/crashes/" "${regressions[@]}" >"$log" 2>&1; then
+    show_failure
+    echo "fuzz: a regression input crashes again (see above)" >&2
+    exit 1
+  fi
+fi
+
+echo "fuzz: fuzzing for $arg s from tests/fuzz/corpus/wire (log: $log)"
+rm -f "$out"/crashes/*
+if ! "$out/fuzz_wire" -max_total_time="$arg" -timeout=10 -print_final_stats=1 \
+    -artifact_prefix="$out/crashes/" "$out/corpus" tests/fuzz/corpus/wire >"$log" 2>&1; then
+  show_failure
+  for f in "$out"/crashes/*; do
+    echo "fuzz: crash input: $f   (replay: $out/fuzz_wire $f)" >&2
+  done
+  echo "fuzz: once fixed, keep the input in tests/fuzz/regressions/" >&2
+  exit 1
+fi
+grep -E '^#[0-9]+[[:space:]]+DONE' "$log" || true
+echo "fuzz: no crash"

@@ -1,0 +1,207 @@
+/* overlap.c - tide-overlap: how much of a nonblocking collective hides
+ * under compute, by the OSU micro-benchmarks' method (osu_iallreduce and
+ * friends).
+ *
+ *     tide-run -n 4 -- tide-overlap --op allreduce -b 8 -e 64M [-t N]
+ *                                   [--compute busy|sleep] [--json FILE]
+ *
+ * Per size, on every rank:
+ *   t_pure     post + wait, nothing else, mean over -n calls;
+ *   t_cpu      the compute alone: a busy loop that spins for t_pure (or
+ *              a nanosleep of t_pure), measured;
+ *   t_overall  post, the same compute, wait;
+ *   overlap    max(0, 100 * (1 - (t_overall - t_cpu) / t_pure)).
+ * Each time is then averaged over the ranks, as OSU does.
+ *
+ * The compute makes no tide call unless -t N asks for N tide_test calls
+ * spread through it (OSU's -t): what is measured by default is progress
+ * in the background.  The busy loop holds its core: with 4 ranks on 2
+ * cores the reactor threads must take it from the compute (and what they
+ * take is not counted against the compute, as in OSU); --compute sleep
+ * leaves the CPU free, as when the math runs on an accelerator.
+ */
+#include <errno.h>
+#include <time.h>
+
+#include "bench_common.h"
+
+static const char usage[] =
+    "Usage: tide-run -n 4 -- tide-overlap [options]\n"
+    "\n"
+    "OSU-style overlap of a nonblocking collective with compute, per size.\n"
+    "\n"
+    "  -t, --tests N        call tide_test N times spread through the compute\n"
+    "                       (default 0: no tide call while computing)\n"
+    "  --compute busy|sleep spin (default, OSU's) or nanosleep for the compute\n";
+
+enum { SPIN_CHUNK = 256 }; /* multiply-adds between looks at the clock */
+
+struct overlap {
+    struct bench b;
+    struct bench_json json;
+    volatile double sink; /* keeps the busy loop's result alive */
+};
+
+/* Mean microseconds per call of each phase, on this rank, then averaged. */
+struct times {
+    double pure, cpu, overall;
+};
+
+/* ---------------------------------------------------------------- compute */
+
+/* Spins for us microseconds of wall-clock time, as OSU's dummy compute
+ * does: a dependent chain of multiply-adds (no vectorizing, no memory
+ * traffic), with a look at the clock every few hundred nanoseconds.  A
+ * fixed amount of work would not do: with more ranks than cores, how
+ * fast it runs depends on which ranks are computing at that moment. */
+static void busy(struct overlap *v, double us)
+{
+    double x = v->sink, end = bench_now_s() + us * 1e-6;
+    while (bench_now_s() < end)
+        for (int i = 0; i < SPIN_CHUNK; i++)
+            x = x * 0.9999999 + 1e-7;
+    v->sink = x;
+}
+
+static void sleep_us(double us)
+{
+    long long ns = (long long)(us * 1e3);
+    struct timespec t = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR)
+        continue;
+}
+
+/* Compute for what lasts us alone, in -t slices (one without -t), with a
+ * tide_test on req after each when req is not NULL. */
+static int compute(struct overlap *v, double us, tide_req *req)
+{
+    int slices = v->b.opt.tests > 0 ? v->b.opt.tests : 1;
+    for (int i = 0; i < slices; i++) {
+        if (v->b.opt.compute_sleep)
+            sleep_us(us / slices);
+        else
+            busy(v, us / slices);
+        int done, rc = req && v->b.opt.tests > 0 ? tide_test(req, &done) : 0;
+        if (rc)
+            return bench_report("tide_test", rc);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- measure */
+
+/* Post, compute for cpu_us (not at all if < 0), wait; adds the time taken
+ * to *us. */
+static int one_call(struct overlap *v, const struct bench_shape *s, double cpu_us, double *us)
+{
+    struct bench *b = &v->b;
+    tide_req *req;
+    double t0 = bench_now_s();
+    int rc = bench_post(b, s, false, &req);
+    if (rc)
+        return bench_report(bench_coll_name(b->opt.coll), rc);
+    rc = cpu_us >= 0 ? compute(v, cpu_us, req) : 0;
+    int w = tide_wait(req, -1);
+    *us += (bench_now_s() - t0) * 1e6;
+    if (w)
+        fprintf(stderr, "%s failed: %s\n", bench_coll_name(b->opt.coll), tide_req_message(req));
+    tide_req_free(req);
+    return rc ? rc : w;
+}
+
+/* The compute alone and the overlapped call take turns, so that both see
+ * the same neighbours (and the same oversleeping, with --compute sleep). */
+static int measure(struct overlap *v, const struct bench_shape *s, struct times *t)
+{
+    struct bench *b = &v->b;
+    long n = b->opt.iters;
+    int rc = 0;
+    *t = (struct times){0};
+    for (long i = 0; i < b->opt.warmup && !rc; i++)
+        rc = bench_run_once(b, s, false, NULL);
+    rc = rc ? rc : tide_barrier(b->comm);
+    for (long i = 0; i < n && !rc; i++)
+        rc = one_call(v, s, -1, &t->pure);
+    t->pure /= (double)n;
+    rc = rc ? rc : tide_barrier(b->comm);
+    for (long i = 0; i < n && !rc; i++) {
+        double t0 = bench_now_s();
+        rc = compute(v, t->pure, NULL);
+        t->cpu += (bench_now_s() - t0) * 1e6;
+        rc = rc ? rc : one_call(v, s, t->pure, &t->overall);
+    }
+    t->cpu /= (double)n;
+    t->overall /= (double)n;
+    rc = rc ? rc : bench_mean(b, &t->pure);
+    rc = rc ? rc : bench_mean(b, &t->cpu);
+    return rc ? rc : bench_mean(b, &t->overall);
+}
+
+/* ----------------------------------------------------------------- report */
+
+static double overlap_pct(const struct times *t)
+{
+    if (t->pure <= 0)
+        return 0;
+    /* Noise can make t_overall < t_cpu; more than all of it cannot hide. */
+    double pct = 100 * (1 - (t->overall - t->cpu) / t->pure);
+    return pct < 0 ? 0 : pct > 100 ? 100 : pct;
+}
+
+static void print_header(const struct overlap *v)
+{
+    const struct bench *b = &v->b;
+    printf("# tide-overlap %s: %d ranks, %s progress, compute %s, %d tide_test calls, "
+           "warmup iters: %ld iters: %ld\n",
+           bench_coll_name(b->opt.coll), b->size,
+           b->progress == TIDE_PROGRESS_INLINE ? "inline" : "thread",
+           b->opt.compute_sleep ? "sleep" : "busy", b->opt.tests, b->opt.warmup, b->opt.iters);
+    printf("# Overall = post + compute + wait; Compute = the same compute alone\n");
+    printf("%-12s%14s%14s%17s%13s\n", "# Size", "Overall(us)", "Compute(us)", "Pure Comm.(us)",
+           "Overlap(%)");
+}
+
+static void report(struct overlap *v, const struct bench_shape *s, const struct times *t)
+{
+    const struct bench *b = &v->b;
+    if (b->rank != 0)
+        return;
+    printf("%-12zu%14.2f%14.2f%17.2f%13.2f\n", s->bytes, t->overall, t->cpu, t->pure,
+           overlap_pct(t));
+    fflush(stdout);
+    FILE *f = bench_json_record(&v->json);
+    if (!f)
+        return;
+    fprintf(f,
+            "{\"tool\":\"tide-overlap\",\"op\":\"%s\",\"ranks\":%d,\"bytes\":%zu,"
+            "\"compute\":\"%s\",\"tests\":%d,\"t_pure_us\":%.3f,\"t_cpu_us\":%.3f,"
+            "\"t_overall_us\":%.3f,\"overlap_pct\":%.2f}",
+            bench_coll_name(b->opt.coll), b->size, s->bytes,
+            b->opt.compute_sleep ? "sleep" : "busy", b->opt.tests, t->pure, t->cpu, t->overall,
+            overlap_pct(t));
+}
+
+int main(int argc, char **argv)
+{
+    struct overlap v = {0};
+    int status = bench_start(argc, argv, BENCH_OVERLAP, usage, &v.b);
+    if (status >= 0)
+        return status;
+    struct bench *b = &v.b;
+    if (bench_json_open(b, &v.json))
+        return bench_end(b, BENCH_EXIT_USAGE);
+    if (b->rank == 0)
+        print_header(&v);
+    int rc = 0;
+    for (size_t bytes = b->opt.min_bytes; bytes <= b->opt.max_bytes && !rc;
+         bytes = bench_next_size(&b->opt, bytes)) {
+        struct bench_shape s = bench_shape_of(b, bytes);
+        struct times t;
+        rc = measure(&v, &s, &t);
+        if (!rc)
+            report(&v, &s, &t);
+    }
+    if (bench_json_close(&v.json, b->opt.json) && !rc)
+        rc = -1;
+    return bench_end(b, rc ? BENCH_EXIT_FAIL : 0);
+}
