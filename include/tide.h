@@ -399,7 +399,8 @@ TIDE_API int tide_ialltoall(tide_comm *comm, const void *sendbuf, void *recvbuf,
 TIDE_API int tide_alltoall(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                            tide_dtype dtype);
 
-/* The algorithm a collective request runs ("p2p" for point-to-point). */
+/* The algorithm a collective request runs ("p2p" for point-to-point): a
+ * static string, valid for the life of the process. */
 TIDE_API const char *tide_req_algorithm(const tide_req *req);
 
 /* ------------------------------------------------------------------ */
