@@ -13,7 +13,7 @@
 # same method for MPI_Iallreduce and Gloo's async all_reduce); and the raw
 # loopback limits (tools/loopback_limits.c).  Then tools/compare_report.py
 # prints the side-by-side tables and writes DIR/compare.json, table.md and
-# compare.png (DIR defaults to build/compare).  About 5 minutes on 2 cores;
+# compare.png (DIR defaults to BUILD/compare, BUILD to build).  About 5 minutes on 2 cores;
 # --quick runs a few sizes only, to check the pipeline.
 #
 # Installs what is missing with apt-get when run as root (Open MPI,
@@ -28,7 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quick=0
-out=build/compare
+out=
 build=build
 while (($#)); do
   case $1 in
@@ -39,6 +39,8 @@ while (($#)); do
     *) echo "compare: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
+
+out=${out:-$build/compare}
 
 # Debian's python3, which has python3-torch (a pyenv or venv python may not).
 py=/usr/bin/python3

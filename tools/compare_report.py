@@ -8,7 +8,8 @@ Reads OUT_DIR/raw/*.json (arrays of records written by tide-perf,
 tide-overlap, mpi-coll-bench, gloo_bench.py and loopback-limits, plus
 compare.sh's run.json) and writes:
     OUT_DIR/compare.json   every record, the run's facts and the table rows
-    OUT_DIR/table.md       the tables in Markdown (what the README shows)
+    OUT_DIR/table-full.md  the tables as printed, in Markdown
+    OUT_DIR/table.md       the README's cut: sizes 16x apart, and the largest
     OUT_DIR/compare.png    busbw against size, one line per system, one
                            subplot per collective and world size
 
@@ -19,7 +20,8 @@ column sets tide against the machine: for sizes of 1 MiB and up, tide's
 bus bandwidth as a share of what raw sockets carry in the same pattern (a
 ring of N processes each sending while receiving; broadcast on 2 ranks is
 one stream); below that, tide's time in raw 8-byte round trips (the
-faster of busy-polling and blocking at the time of the run).
+faster of busy-polling and blocking at the time of the run).  The raw
+figures are plain blocking-socket loops, best of 5: io_uring can beat them.
 """
 import glob
 import json
@@ -187,6 +189,20 @@ def limits_lines(records):
     return out
 
 
+def readme_cut(rows):
+    """Every other size of the sweep (8 B, 128 B, 2 KiB, ... 16x apart) and
+    the largest, so the README's table stays readable."""
+    largest = max((r["bytes"] for r in rows), default=0)
+    keep = lambda n: n == largest or (n % 8 == 0 and (n // 8) & (n // 8 - 1) == 0
+                                      and ((n // 8).bit_length() - 1) % 4 == 0)
+    return [r for r in rows if keep(r["bytes"])]
+
+
+def overlap_cut(rows):
+    """The overlap sweep at 64 KiB, 1 MiB and 16 MiB."""
+    return [r for r in rows if r["bytes"] in (64 << 10, 1 << 20, 16 << 20)]
+
+
 def text_table(head, body):
     widths = [max(len(c) for c in col) for col in zip(head, *body)]
     fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))
@@ -248,9 +264,12 @@ def main():
     print("\n== overlap of a nonblocking allreduce with compute, % (OSU method) ==")
     print(text_table(*ov_table))
     print("\n== loopback limits ==\n" + "; ".join(limits))
-    with open(os.path.join(out_dir, "table.md"), "w") as f:
-        f.write(f"{about}\n\n{md_table(*bw_table)}\n\nOverlap (%):\n\n{md_table(*ov_table)}\n\n"
-                f"Loopback limits: {'; '.join(limits)}.\n")
+    for name, bw_rows, ov_rows in (("table-full.md", bw, ov),
+                                   ("table.md", readme_cut(bw), overlap_cut(ov))):
+        with open(os.path.join(out_dir, name), "w") as f:
+            f.write(f"{about}\n\n{md_table(*bandwidth_table(bw_rows))}\n\nOverlap (%):\n\n"
+                    f"{md_table(*overlap_table(ov_rows))}\n\nLoopback limits: "
+                    f"{'; '.join(limits)}.\n")
     with open(os.path.join(out_dir, "compare.json"), "w") as f:
         json.dump({"facts": facts, "bandwidth": bw, "overlap": ov, "records": records}, f,
                   indent=1)
@@ -260,7 +279,7 @@ def main():
     except ImportError:
         print("compare_report: no matplotlib, no plot (apt-get install python3-matplotlib)",
               file=sys.stderr)
-    print(f"\nwrote {out_dir}/compare.json, table.md, compare.png")
+    print(f"\nwrote {out_dir}/compare.json, table.md, table-full.md, compare.png")
 
 
 if __name__ == "__main__":
