@@ -68,7 +68,7 @@ static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes)
 {
     switch (kind) {
     case TIDE_KIND_ALLREDUCE:
-        /* Measured here at 2 and 4 ranks (tools/compare_allreduce.sh):
+        /* Measured here at 2 and 4 ranks (against Open MPI, README):
          * recursive doubling's few rounds win up to 64 KiB,
          * Rabenseifner's halves up to 1 MiB, and above that the ring,
          * whose chunks overlap the reduction with the transfer, once it
