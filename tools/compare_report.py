@@ -14,8 +14,9 @@ compare.sh's run.json) and writes:
                            subplot per collective and world size
 
 How to read the bandwidth table: time is the slowest rank's mean per call
-(tide-perf's convention, which the other drivers copy); "x tide" is the
-peer's time divided by tide's, so above 1 tide is faster.  The loopback
+(tide-perf's convention, which the other drivers copy), from the faster of
+the run's passes; "x peer" is the peer's time divided by tide's, so above
+1 tide is faster.  The overlap table shows the range over the passes.  The loopback
 column sets tide against the machine: for sizes of 1 MiB and up, tide's
 bus bandwidth as a share of what raw sockets carry in the same pattern (a
 ring of N processes each sending while receiving; broadcast on 2 ranks is
@@ -68,34 +69,39 @@ def time_text(us):
 
 
 def limits_of(records):
-    """Loopback ceilings: ring GB/s per world size, stream GB/s, rtt us."""
-    lim = {"ring": {}, "stream": None, "rtt": None}
+    """Loopback ceilings, the best over the run's passes: (test, ranks) ->
+    GB/s (the highest) or round-trip us (the lowest); "rtt" is the faster
+    of the two round trips."""
+    lim = {}
     for r in records:
         if r["tool"] != "loopback":
             continue
-        if r["test"] == "ring":
-            lim["ring"][r["ranks"]] = r["gbps"]
-        elif r["test"] == "stream":
-            lim["stream"] = r["gbps"]
-        elif r["test"].startswith("rtt_"):
-            lim["rtt"] = min(lim["rtt"] or r["time_us"], r["time_us"])
+        key = (r["test"], r["ranks"])
+        if "gbps" in r:
+            lim[key] = max(lim.get(key, 0.0), r["gbps"])
+        else:
+            lim[key] = min(lim.get(key, float("inf")), r["time_us"])
+            lim["rtt"] = min(lim.get("rtt", float("inf")), r["time_us"])
     return lim
 
 
 def link_limit(lim, op, ranks):
     if op == "broadcast" and ranks == 2:
-        return lim["stream"]
-    return lim["ring"].get(ranks)
+        return lim.get(("stream", 2))
+    return lim.get(("ring", ranks))
 
 
 def perf_index(records):
-    """(system, op, ranks, bytes) -> record; tide's out-of-place one."""
+    """(system, op, ranks, bytes) -> the fastest record over the passes, out
+    of place where there is a choice (tide-perf measures both)."""
     index = {}
     for r in records:
         if "time_us" not in r or r["tool"] == "loopback" or r.get("bytes", 0) == 0:
             continue
         key = (system_of(r), r["op"], r["ranks"], r["bytes"])
-        if key not in index or not r.get("inplace"):
+        old = index.get(key)
+        rank = (bool(r.get("inplace")), r["time_us"])
+        if old is None or rank < (bool(old.get("inplace")), old["time_us"]):
             index[key] = r
     return index
 
@@ -118,23 +124,27 @@ def bandwidth_rows(records):
                 limit = link_limit(lim, op, ranks)
                 if tide and nbytes >= BANDWIDTH_FROM and limit:
                     row["loopback"] = {"busbw_share": tide["busbw_gbps"] / limit}
-                elif tide and nbytes < BANDWIDTH_FROM and lim["rtt"]:
+                elif tide and nbytes < BANDWIDTH_FROM and lim.get("rtt"):
                     row["loopback"] = {"rtts": tide["time_us"] / lim["rtt"]}
                 rows.append(row)
     return rows
 
 
 def overlap_rows(records):
+    """One row per (ranks, size, compute); each system's overlap % from
+    every pass (a range in the table), and its shortest t_pure."""
     index = {}
     for r in records:
         if "overlap_pct" in r:
-            index[(system_of(r), r["ranks"], r["bytes"], r["compute"])] = r
+            index.setdefault((system_of(r), r["ranks"], r["bytes"], r["compute"]), []).append(r)
     rows = []
     for ranks, nbytes, compute in sorted({k[1:] for k in index}, key=lambda k: (k[2], k[0], k[1])):
-        got = {s: index.get((s, ranks, nbytes, compute)) for s in SYSTEMS}
+        got = {s: index.get((s, ranks, nbytes, compute), []) for s in SYSTEMS}
         rows.append({"ranks": ranks, "bytes": nbytes, "compute": compute,
-                     "overlap_pct": {s: r and r["overlap_pct"] for s, r in got.items()},
-                     "t_pure_us": {s: r and r["t_pure_us"] for s, r in got.items()}})
+                     "overlap_pct": {s: sorted(r["overlap_pct"] for r in rs)
+                                     for s, rs in got.items()},
+                     "t_pure_us": {s: min((r["t_pure_us"] for r in rs), default=None)
+                                   for s, rs in got.items()}})
     return rows
 
 
@@ -166,26 +176,33 @@ def overlap_table(rows):
     for r in rows:
         pct = r["overlap_pct"]
         body.append([str(r["ranks"]), size_text(r["bytes"]), r["compute"]]
-                    + [f"{pct[s]:.0f}" if pct[s] is not None else "n/a" for s in SYSTEMS]
+                    + [pct_range(pct[s]) for s in SYSTEMS]
                     + [time_text(r["t_pure_us"]["tide"])])
     return head, body
 
 
+def pct_range(values):
+    if not values:
+        return "n/a"
+    lo, hi = f"{values[0]:.0f}", f"{values[-1]:.0f}"
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
 def limits_lines(records):
-    out = []
-    for r in records:
-        if r["tool"] != "loopback":
-            continue
-        if r["test"] == "stream":
-            out.append(f"one TCP stream {r['gbps']:.2f} GB/s")
-        elif r["test"] == "ring":
-            what = "both directions at once" if r["ranks"] == 2 else f"ring of {r['ranks']}"
-            out.append(f"{what} {r['gbps']:.2f} GB/s per link")
-        elif r["test"].startswith("rtt"):
-            how = "busy-poll" if r["test"] == "rtt_busy_poll" else "blocking"
-            out.append(f"8 B round trip {r['time_us']:.1f} µs ({how})")
-        elif r["test"] == "memcpy":
-            out.append(f"memcpy {r['gbps']:.1f} GB/s")
+    lim, out = limits_of(records), []
+    order = ("stream", "ring", "rtt_busy_poll", "rtt_blocking", "memcpy")
+    keys = sorted((k for k in lim if k != "rtt"), key=lambda k: (order.index(k[0]), k[1]))
+    for (test, ranks), v in ((k, lim[k]) for k in keys):
+        if test == "stream":
+            out.append(f"one TCP stream {v:.2f} GB/s")
+        elif test == "ring":
+            what = "both directions at once" if ranks == 2 else f"ring of {ranks}"
+            out.append(f"{what} {v:.2f} GB/s per link")
+        elif test.startswith("rtt"):
+            how = "busy-poll" if test == "rtt_busy_poll" else "blocking"
+            out.append(f"8 B round trip {v:.1f} µs ({how})")
+        elif test == "memcpy":
+            out.append(f"memcpy {v:.1f} GB/s")
     return out
 
 
