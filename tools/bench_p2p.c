@@ -25,8 +25,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "raw_socket.h"
 #include "tide.h"
 
 enum {
@@ -143,88 +142,17 @@ static int parse_options(int argc, char **argv, struct options *opt)
 
 /* -------------------------------------------------------------------- raw */
 
-/* Sends all of buf on a blocking socket, resuming after short sends. */
-static int send_all(int fd, const void *buf, size_t len)
-{
-    const uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return sys_fail("send");
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* Receives exactly len bytes.  With MSG_DONTWAIT in flags it never sleeps:
- * EAGAIN just means "spin again", which is the busy-poll anchor. */
-static int recv_all(int fd, void *buf, size_t len, int flags)
-{
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = recv(fd, p, len, flags);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n == 0) {
-            fprintf(stderr, "recv: the peer closed the raw connection\n");
-            return -1;
-        }
-        if (errno == EINTR || ((flags & MSG_DONTWAIT) && (errno == EAGAIN || errno == EWOULDBLOCK)))
-            continue;
-        return sys_fail("recv");
-    }
-    return 0;
-}
-
-/* Rank 0: a loopback listener on an ephemeral port; *port gets its number. */
-static int raw_listen(int *fd, int32_t *port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (*fd < 0)
-        return sys_fail("socket");
-    if (bind(*fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-        return sys_fail("bind 127.0.0.1:0");
-    if (listen(*fd, 1) < 0)
-        return sys_fail("listen");
-    if (getsockname(*fd, (struct sockaddr *)&sa, &len) < 0)
-        return sys_fail("getsockname");
-    *port = ntohs(sa.sin_port);
-    return 0;
-}
-
-static int raw_dial(int32_t port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return sys_fail("socket");
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        sys_fail("connect 127.0.0.1");
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* Connects rank 0 and rank 1 with one plain TCP connection: rank 0
  * listens, tells rank 1 the port through tide, and accepts.  Both ends
  * get TCP_NODELAY so 8-byte messages are not held back by Nagle. */
 static int raw_connect(struct bench *b)
 {
     int32_t port = 0;
-    int lfd = -1, one = 1;
     if (b->rank == 0) {
-        if (raw_listen(&lfd, &port) ||
+        uint16_t p16 = 0;
+        int lfd = raw_listen(&p16, 1);
+        port = p16;
+        if (lfd < 0 ||
             tide_ok("sending the raw port", tide_send(b->comm, &port, sizeof port, 1, TAG_PORT))) {
             if (lfd >= 0)
                 close(lfd);
@@ -234,16 +162,12 @@ static int raw_connect(struct bench *b)
         close(lfd);
         if (b->fd < 0)
             return sys_fail("accept");
-    } else {
-        if (tide_ok("receiving the raw port", tide_recv(b->comm, &port, sizeof port, 0, TAG_PORT)))
-            return -1;
-        b->fd = raw_dial(port);
-        if (b->fd < 0)
-            return -1;
+        return raw_nodelay(b->fd);
     }
-    if (setsockopt(b->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
-        return sys_fail("setsockopt TCP_NODELAY");
-    return 0;
+    if (tide_ok("receiving the raw port", tide_recv(b->comm, &port, sizeof port, 0, TAG_PORT)))
+        return -1;
+    b->fd = raw_dial((uint16_t)port);
+    return b->fd < 0 ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------- latency */
@@ -252,14 +176,14 @@ static int put_word(struct bench *b, enum lat_kind kind, const uint64_t *word)
 {
     if (kind == LAT_TIDE)
         return tide_ok("tide_send (ping)", tide_send(b->comm, word, sizeof *word, 1 - b->rank, TAG_PING));
-    return send_all(b->fd, word, sizeof *word);
+    return raw_send_all(b->fd, word, sizeof *word);
 }
 
 static int get_word(struct bench *b, enum lat_kind kind, uint64_t *word)
 {
     if (kind == LAT_TIDE)
         return tide_ok("tide_recv (ping)", tide_recv(b->comm, word, sizeof *word, 1 - b->rank, TAG_PING));
-    return recv_all(b->fd, word, sizeof *word, kind == LAT_SPIN ? MSG_DONTWAIT : 0);
+    return raw_recv_all(b->fd, word, sizeof *word, kind == LAT_SPIN ? MSG_DONTWAIT : 0);
 }
 
 /* iters round trips: rank 0 sends i and expects i back, rank 1 echoes.
@@ -333,7 +257,7 @@ static int bw_receive(struct bench *b, enum bw_kind kind, int check)
 {
     uint8_t ack = 1;
     if (kind == BW_RAW) {
-        if (recv_all(b->fd, b->big, b->big_bytes, 0))
+        if (raw_recv_all(b->fd, b->big, b->big_bytes, 0))
             return -1;
     } else {
         tide_req *req;
@@ -349,7 +273,7 @@ static int bw_receive(struct bench *b, enum bw_kind kind, int check)
     }
     if (check && ack)
         ack = (uint8_t)pattern_ok(b->big, b->big_bytes);
-    if (kind == BW_RAW ? send_all(b->fd, &ack, 1)
+    if (kind == BW_RAW ? raw_send_all(b->fd, &ack, 1)
                        : tide_ok("tide_send (ack)", tide_send(b->comm, &ack, 1, 0, TAG_ACK)))
         return -1;
     return ack ? 0 : -1;
@@ -361,7 +285,7 @@ static int bw_send(struct bench *b, enum bw_kind kind, double *gbs)
     uint8_t ack = 0;
     double t0 = now_s();
     if (kind == BW_RAW) {
-        if (send_all(b->fd, b->big, b->big_bytes) || recv_all(b->fd, &ack, 1, 0))
+        if (raw_send_all(b->fd, b->big, b->big_bytes) || raw_recv_all(b->fd, &ack, 1, 0))
             return -1;
     } else {
         if (tide_ok("tide_send (bulk)", tide_send(b->comm, b->big, b->big_bytes, 1, TAG_BULK)) ||

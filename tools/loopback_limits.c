@@ -24,8 +24,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +33,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "raw_socket.h"
 
 enum { MAX_REPS = 64, MAX_RINGS = 8, MAX_GROUP = 64 };
 
@@ -69,75 +69,6 @@ static int sys_fail(const char *call)
     return -1;
 }
 
-/* ------------------------------------------------------------------ I/O */
-
-static int send_all(int fd, const void *buf, size_t len)
-{
-    const uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return sys_fail("send");
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* With MSG_DONTWAIT in flags it never sleeps: EAGAIN means spin again. */
-static int recv_all(int fd, void *buf, size_t len, int flags)
-{
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = recv(fd, p, len, flags);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-        } else if (n == 0) {
-            fprintf(stderr, "loopback-limits: the peer closed its connection\n");
-            return -1;
-        } else if (errno != EINTR && !((flags & MSG_DONTWAIT) && errno == EAGAIN)) {
-            return sys_fail("recv");
-        }
-    }
-    return 0;
-}
-
-/* A loopback listener on an ephemeral port. */
-static int listen_any(uint16_t *port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sa;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 4) < 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
-        sys_fail("listen on 127.0.0.1");
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    *port = ntohs(sa.sin_port);
-    return fd;
-}
-
-static int dial(uint16_t port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons(port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0) {
-        sys_fail("connect to 127.0.0.1");
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* ---------------------------------------------------------------- group */
 
 /* A token goes once round the ring: rank 0 sends first and returns when
@@ -148,8 +79,8 @@ static int token_ring(const struct member *m)
 {
     uint8_t t = 1;
     if (m->rank == 0)
-        return send_all(m->next, &t, 1) || recv_all(m->prev, &t, 1, 0) ? -1 : 0;
-    return recv_all(m->prev, &t, 1, 0) || send_all(m->next, &t, 1) ? -1 : 0;
+        return raw_send_all(m->next, &t, 1) || raw_recv_all(m->prev, &t, 1, 0) ? -1 : 0;
+    return raw_recv_all(m->prev, &t, 1, 0) || raw_send_all(m->next, &t, 1) ? -1 : 0;
 }
 
 typedef int (*group_fn)(struct member *m, const struct options *opt, double *result);
@@ -161,7 +92,7 @@ static int join_ring(struct member *m, const int *listeners, const uint16_t *por
 {
     if (m->size == 2 && m->rank == 0) {
         m->prev = m->next = -1; /* rank 1 dials the one connection */
-    } else if ((m->next = dial(ports[(m->rank + 1) % m->size])) < 0) {
+    } else if ((m->next = raw_dial(ports[(m->rank + 1) % m->size])) < 0) {
         return -1;
     }
     if (m->size == 2 && m->rank == 1) {
@@ -185,7 +116,7 @@ static int run_group(int size, group_fn fn, const struct options *opt, double *r
     pid_t pids[MAX_GROUP] = {0};
     int failed = 0;
     for (int i = 0; i < size; i++)
-        if ((listeners[i] = listen_any(&ports[i])) < 0)
+        if ((listeners[i] = raw_listen(&ports[i], 4)) < 0)
             return -1;
     fflush(NULL);
     for (int r = 1; r < size && !failed; r++) {
@@ -257,9 +188,9 @@ static int stream_fn(struct member *m, const struct options *opt, double *gbps)
         rc = token_ring(m);
         double t0 = now_s();
         if (!rc && m->rank == 0)
-            rc = send_all(m->next, m->buf, m->bytes) || recv_all(m->prev, &ack, 1, 0);
+            rc = raw_send_all(m->next, m->buf, m->bytes) || raw_recv_all(m->prev, &ack, 1, 0);
         else if (!rc)
-            rc = recv_all(m->prev, m->inbuf, m->bytes, 0) || send_all(m->next, &ack, 1);
+            rc = raw_recv_all(m->prev, m->inbuf, m->bytes, 0) || raw_send_all(m->next, &ack, 1);
         if (r >= 0)
             v[r] = (double)m->bytes / (now_s() - t0) / 1e9;
     }
@@ -272,7 +203,7 @@ static int stream_fn(struct member *m, const struct options *opt, double *gbps)
 static void *send_thread(void *arg)
 {
     struct member *m = arg;
-    return send_all(m->next, m->buf, m->bytes) ? (void *)1 : NULL;
+    return raw_send_all(m->next, m->buf, m->bytes) ? (void *)1 : NULL;
 }
 
 /* One ring step: send to next on a thread while receiving from prev. */
@@ -284,7 +215,7 @@ static int ring_step(struct member *m)
         fprintf(stderr, "loopback-limits: pthread_create failed\n");
         return -1;
     }
-    int rc = recv_all(m->prev, m->inbuf, m->bytes, 0);
+    int rc = raw_recv_all(m->prev, m->inbuf, m->bytes, 0);
     pthread_join(t, &sent);
     return rc || sent ? -1 : 0;
 }
@@ -320,9 +251,9 @@ static int rtt_fn(struct member *m, const struct options *opt, int flags, double
         double t0 = now_s();
         for (long i = 0; i < per_block && !rc; i++) {
             if (m->rank == 0)
-                rc = send_all(m->next, &word, 8) || recv_all(m->prev, &word, 8, flags);
+                rc = raw_send_all(m->next, &word, 8) || raw_recv_all(m->prev, &word, 8, flags);
             else
-                rc = recv_all(m->prev, &word, 8, flags) || send_all(m->next, &word, 8);
+                rc = raw_recv_all(m->prev, &word, 8, flags) || raw_send_all(m->next, &word, 8);
         }
         if (r >= 0)
             v[r] = (now_s() - t0) * 1e6 / (double)per_block;
