@@ -48,22 +48,7 @@ py=/usr/bin/python3
 
 # ------------------------------------------------------------------ setup
 
-packages=(openmpi-bin libopenmpi-dev python3-torch python3-matplotlib)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  if [[ $(id -u) -ne 0 ]]; then
-    echo "compare: missing packages: ${missing[*]}" >&2
-    echo "compare: run:  sudo apt-get install -y ${missing[*]}" >&2
-    exit 1
-  fi
-  echo "compare: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+tools/packages.sh compare openmpi-bin libopenmpi-dev python3-torch python3-matplotlib
 
 tools/setup.sh "$build"
 mpicc -std=c11 -D_GNU_SOURCE -O2 tools/mpi_coll_bench.c -o "$build/tools/mpi-coll-bench" -lm

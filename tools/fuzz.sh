@@ -21,22 +21,7 @@ if [[ $arg != seeds && ! $arg =~ ^[0-9]+$ ]]; then
   exit 2
 fi
 
-packages=(clang libclang-rt-14-dev libsodium-dev pkg-config)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  if [[ $(id -u) -ne 0 ]]; then
-    echo "fuzz: missing packages: ${missing[*]}" >&2
-    echo "fuzz: run:  sudo apt-get install -y ${missing[*]}" >&2
-    exit 1
-  fi
-  echo "fuzz: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+tools/packages.sh fuzz clang libclang-rt-14-dev libsodium-dev pkg-config
 
 out=build-fuzz
 mkdir -p "$out/corpus" "$out/crashes"
