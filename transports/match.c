@@ -122,3 +122,13 @@ void tide__unexp_free(struct tide__unexp *ux)
     free(ux->data);
     free(ux);
 }
+
+void tide__match_free_unexpected(struct tide__match *mq)
+{
+    while (mq->ux_head) {
+        struct tide__unexp *next = mq->ux_head->next;
+        tide__unexp_free(mq->ux_head);
+        mq->ux_head = next;
+    }
+    mq->ux_tail = NULL;
+}

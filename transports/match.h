@@ -57,4 +57,7 @@ int tide__match_deliver(const struct tide__unexp *ux, tide__msg *m);
 struct tide__unexp *tide__unexp_new(const struct tide__frame *f, const void *data);
 void tide__unexp_free(struct tide__unexp *ux);
 
+/* Free every frame still in mq's unexpected list (transport teardown). */
+void tide__match_free_unexpected(struct tide__match *mq);
+
 #endif

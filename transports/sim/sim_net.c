@@ -326,14 +326,8 @@ static unsigned outstanding(struct tide__transport *base)
 
 static void free_peers(struct sim_rank *r)
 {
-    for (size_t i = 0; i < r->peers_cap; i++) {
-        struct tide__match *mq = &r->peers[i].mq;
-        while (mq->ux_head) {
-            struct tide__unexp *next = mq->ux_head->next;
-            tide__unexp_free(mq->ux_head);
-            mq->ux_head = next;
-        }
-    }
+    for (size_t i = 0; i < r->peers_cap; i++)
+        tide__match_free_unexpected(&r->peers[i].mq);
     free(r->peers);
     r->peers = NULL;
     r->peers_cap = r->npeers = 0;

@@ -129,15 +129,6 @@ static unsigned outstanding(struct tide__transport *base)
     return tcp_of(base)->kernel_ops;
 }
 
-static void free_unexpected(struct tide__match *mq)
-{
-    while (mq->ux_head) {
-        struct tide__unexp *next = mq->ux_head->next;
-        tide__unexp_free(mq->ux_head);
-        mq->ux_head = next;
-    }
-}
-
 static void destroy(struct tide__transport *base)
 {
     struct tide__tcp *tp = tcp_of(base);
@@ -149,7 +140,7 @@ static void destroy(struct tide__transport *base)
         /* A frame still arriving is not in the list (if claimed). */
         if (c->rx_ux && c->rx_ux->claimed)
             tide__unexp_free(c->rx_ux);
-        free_unexpected(&c->mq);
+        tide__match_free_unexpected(&c->mq);
         free(c->stage);
     }
     free(tp->conns);
