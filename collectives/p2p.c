@@ -44,8 +44,8 @@ static int check_args(const char *fn, tide_comm *comm, const void *buf, size_t b
     return TIDE_EINVAL;
 }
 
-static int post(tide_comm *comm, enum tide__msg_dir dir, void *buf, size_t bytes, int peer,
-                int tag, tide_req **out)
+int tide__p2p_post(tide_comm *comm, enum tide__msg_dir dir, void *buf, size_t bytes, int peer,
+                   uint32_t tag, tide_req **out)
 {
     const struct tide__op_vtbl *vt = dir == TIDE_MSG_SEND ? &send_vtbl : &recv_vtbl;
     tide_req *req = tide__req_new(comm, vt, sizeof(struct p2p_op));
@@ -53,7 +53,7 @@ static int post(tide_comm *comm, enum tide__msg_dir dir, void *buf, size_t bytes
         return TIDE_ENOMEM;
     req->algorithm = "p2p";
     struct p2p_op *op = (struct p2p_op *)req;
-    tide__msg_init(&op->msg, req, dir, peer, TIDE_KIND_P2P, (uint32_t)tag, buf, bytes);
+    tide__msg_init(&op->msg, req, dir, peer, TIDE_KIND_P2P, tag, buf, bytes);
     *out = req;
     return tide__req_submit(req);
 }
@@ -66,7 +66,7 @@ int tide_isend(tide_comm *comm, const void *buf, size_t bytes, int peer, int tag
     if (rc)
         return rc;
     /* The transport only reads a send's buffer. */
-    return post(comm, TIDE_MSG_SEND, (void *)buf, bytes, peer, tag, req);
+    return tide__p2p_post(comm, TIDE_MSG_SEND, (void *)buf, bytes, peer, (uint32_t)tag, req);
 }
 
 int tide_irecv(tide_comm *comm, void *buf, size_t bytes, int peer, int tag, tide_req **req)
@@ -76,7 +76,7 @@ int tide_irecv(tide_comm *comm, void *buf, size_t bytes, int peer, int tag, tide
     int rc = check_args("tide_irecv", comm, buf, bytes, peer, tag, req);
     if (rc)
         return rc;
-    return post(comm, TIDE_MSG_RECV, buf, bytes, peer, tag, req);
+    return tide__p2p_post(comm, TIDE_MSG_RECV, buf, bytes, peer, (uint32_t)tag, req);
 }
 
 int tide_send(tide_comm *comm, const void *buf, size_t bytes, int peer, int tag)

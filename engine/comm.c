@@ -4,6 +4,7 @@
 #include "engine/clock.h"
 #include "engine/context.h"
 #include "engine/log.h"
+#include "engine/trace.h"
 #include "transports/tcp/bootstrap.h"
 #include "transports/tcp/tcp.h"
 
@@ -34,6 +35,8 @@ static int check_config(const tide_config *cfg)
         why = "master_addr must be a non-empty string";
     else if (!memchr(cfg->job_token, '\0', sizeof cfg->job_token))
         why = "job_token is not terminated";
+    else if (!memchr(cfg->trace_path, '\0', sizeof cfg->trace_path))
+        why = "trace_path is not terminated";
     if (!why)
         return 0;
     tide__log(TIDE_LOG_ERROR, -1, "tide_init: invalid configuration: %s", why);
@@ -82,6 +85,7 @@ void tide__ctx_unref(struct tide__ctx *ctx)
     pthread_mutex_destroy(&ctx->pool_lock);
     pthread_mutex_destroy(&ctx->drive_lock);
     tide__timer_heap_free(&ctx->own_timers);
+    tide__trace_free(ctx);
     if (ctx->wake_fd >= 0)
         close(ctx->wake_fd);
     free(ctx);
@@ -129,7 +133,10 @@ int tide_init_with(tide_comm **out, const tide_config *cfg)
     struct tide__ctx *ctx = tide__ctx_new(cfg, true);
     if (!ctx)
         return TIDE_ENOMEM;
-    rc = connect_job(ctx);
+    if (cfg->trace_path[0])
+        rc = tide__trace_open(ctx, cfg->trace_path);
+    if (!rc)
+        rc = connect_job(ctx);
     if (!rc) {
         rc = tide__progress_start(ctx);
         if (rc) {
@@ -141,6 +148,9 @@ int tide_init_with(tide_comm **out, const tide_config *cfg)
         tide__ctx_unref(ctx);
         return rc;
     }
+    if (ctx->trace)
+        tide__log(TIDE_LOG_INFO, ctx->rank, "tracing into %s (written at tide_finalize)",
+                  cfg->trace_path);
     *out = &ctx->world;
     return 0;
 }
@@ -183,6 +193,7 @@ int tide_finalize(tide_comm *comm)
     struct tide__ctx *ctx = comm->ctx;
     if (comm != &ctx->world)
         return TIDE_EINVAL;
+    tide__trace_collect(ctx); /* collective when tracing: every rank sends rank 0 its events */
     tide__progress_stop(ctx);
     ctx->tp->ops->destroy(ctx->tp);
     ctx->tp = NULL;

@@ -150,5 +150,7 @@ int tide_config_from_env(tide_config *cfg)
         rc = env_int("TIDE_SPIN_US", 0, 10000000, &cfg->spin_us);
     if (!rc)
         rc = env_int("TIDE_LOG_LEVEL", 0, 3, &cfg->log_level);
+    if (!rc && (s = getenv("TIDE_TRACE")))
+        rc = copy_string("TIDE_TRACE", s, cfg->trace_path, sizeof cfg->trace_path);
     return rc;
 }

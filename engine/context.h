@@ -90,6 +90,8 @@ struct tide_req {
     unsigned nlive;
     tide_req *act_prev, *act_next; /* in the context's active list */
     size_t bytes;                  /* receive: bytes that arrived */
+    uint64_t trace_t0;     /* TIDE_TRACE: when it started */
+    uint64_t trace_bytes;  /* TIDE_TRACE: bytes its messages moved */
     const char *opname;    /* in messages: vt->name unless set */
     const char *algorithm;
     unsigned size_class; /* which pool it returns to */
@@ -124,6 +126,7 @@ struct tide__ctx {
     uint64_t timeout_ns;
     uint64_t spin_ns;
     bool inline_mode;
+    struct tide__trace *trace; /* TIDE_TRACE recording (trace.h), or NULL */
 
     /* progress */
     pthread_mutex_t drive_lock; /* thread mode: its holder drives the reactor */
@@ -274,6 +277,17 @@ void tide__comm_unref(tide_comm *comm);
 /* The communicator of this process with wire id `id` (the world or a
  * live sub-communicator), or NULL.  Any thread. */
 tide_comm *tide__comm_find(struct tide__ctx *ctx, uint32_t id);
+
+/* ---- p2p.c ---- */
+
+/* Tags from here up are the engine's own (users' are 0..INT_MAX): its
+ * point-to-point traffic never meets a user's receive. */
+#define TIDE_ENGINE_TAG 0x80000000u
+
+/* Post a send or receive of bytes with peer (a comm rank), any tag.
+ * Arguments are the caller's to check. */
+int tide__p2p_post(tide_comm *comm, enum tide__msg_dir dir, void *buf, size_t bytes, int peer,
+                   uint32_t tag, tide_req **out);
 
 /* ---- wait.c ---- */
 

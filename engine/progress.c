@@ -24,6 +24,7 @@
 #include "engine/clock.h"
 #include "engine/context.h"
 #include "engine/log.h"
+#include "engine/trace.h"
 #include "engine/waiter.h"
 
 #include <errno.h>
@@ -254,6 +255,8 @@ static void nap(uint64_t ns)
 static void *progress_main(void *arg)
 {
     struct tide__ctx *ctx = arg;
+    if (ctx->trace)
+        ctx->trace->progress_tid = tide__trace_tid();
     pthread_mutex_lock(&ctx->drive_lock);
     ctx->init_rc = setup_ring(ctx);
     pthread_mutex_unlock(&ctx->drive_lock);

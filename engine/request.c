@@ -10,6 +10,7 @@
 #include "engine/context.h"
 #include "engine/clock.h"
 #include "engine/log.h"
+#include "engine/trace.h"
 #include "engine/waiter.h"
 
 #include <stdarg.h>
@@ -130,6 +131,8 @@ static void finish(tide_req *req, int status)
     tide__timer_disarm(ctx->timers, &req->timer);
     if (req->vt->release)
         req->vt->release(req);
+    if (ctx->trace)
+        tide__trace_op(ctx->trace, req, status);
     if (req->cb)
         req->cb(req, req->cb_arg);
     uint32_t old = atomic_exchange(&req->state, TIDE_REQ_DONE);
@@ -142,6 +145,8 @@ static void finish(tide_req *req, int status)
 static void start(tide_req *req)
 {
     struct tide__ctx *ctx = req->ctx;
+    if (ctx->trace)
+        req->trace_t0 = tide__now_ns();
     link_active(ctx, req);
     if (ctx->broken) {
         tide__req_fail(req, ctx->broken, "cannot start: the communicator is no longer usable");
@@ -161,6 +166,8 @@ int tide__req_submit(tide_req *req)
     struct tide__ctx *ctx = req->ctx;
     req->start_cmd.kind = TIDE_CMD_START;
     req->start_cmd.req = req;
+    if (ctx->trace)
+        tide__trace_post(ctx->trace, req);
     tide__progress_run_or_queue(ctx, &req->start_cmd);
     return 0;
 }
@@ -201,6 +208,8 @@ void tide__req_post(tide_req *req, tide__msg *m)
     m->status = 0;
     m->got = 0;
     m->completed = 0;
+    if (req->ctx->trace)
+        m->trace_t0 = tide__now_ns();
     tp->ops->post(tp, m);
 }
 
@@ -294,6 +303,12 @@ static void fail_from_msg(tide_req *req, tide__msg *m)
         tide__req_fail(req, m->status, "%s rank %d (tag %u) failed", dir, m->peer, m->hdr.tag);
 }
 
+static void trace_msg(struct tide__trace *tr, tide_req *req, const tide__msg *m)
+{
+    req->trace_bytes += m->dir == TIDE_MSG_SEND ? m->len : m->got;
+    tide__trace_msg(tr, m);
+}
+
 int tide__ctx_deliver(struct tide__ctx *ctx)
 {
     int n = ctx->ninbox ? tide__inbox_process(ctx) : 0;
@@ -306,6 +321,8 @@ int tide__ctx_deliver(struct tide__ctx *ctx)
             continue;
         }
         unlink_msg(req, m);
+        if (ctx->trace)
+            trace_msg(ctx->trace, req, m);
         if (req->failing) {
             if (!req->nlive)
                 finish(req, req->failing);

@@ -8,6 +8,7 @@
  * request's futex word in short slices and tries again. */
 #include "engine/clock.h"
 #include "engine/context.h"
+#include "engine/trace.h"
 #include "engine/waiter.h"
 #include "transports/sim/sim.h"
 
@@ -54,6 +55,18 @@ static int wait_driving(tide_req *req, uint64_t deadline)
     }
 }
 
+static int wait_real(struct tide__ctx *ctx, tide_req *req, uint64_t deadline)
+{
+    if (ctx->inline_mode)
+        return wait_driving(req, deadline);
+    /* Announce ourselves so the progress thread parks and we drive. */
+    atomic_fetch_add(&ctx->waiters, 1);
+    int rc = wait_driving(req, deadline);
+    atomic_store(&ctx->last_wait_ns, tide__now_ns());
+    atomic_fetch_sub(&ctx->waiters, 1);
+    return rc;
+}
+
 int tide_wait(tide_req *req, int timeout_ms)
 {
     if (!req)
@@ -63,14 +76,10 @@ int tide_wait(tide_req *req, int timeout_ms)
     struct tide__ctx *ctx = req->ctx;
     if (ctx->sim)
         return tide__sim_wait(ctx->sim, req, timeout_ms);
-    uint64_t deadline = deadline_after_ms(timeout_ms);
-    if (ctx->inline_mode)
-        return wait_driving(req, deadline);
-    /* Announce ourselves so the progress thread parks and we drive. */
-    atomic_fetch_add(&ctx->waiters, 1);
-    int rc = wait_driving(req, deadline);
-    atomic_store(&ctx->last_wait_ns, tide__now_ns());
-    atomic_fetch_sub(&ctx->waiters, 1);
+    uint64_t t0 = ctx->trace ? tide__now_ns() : 0;
+    int rc = wait_real(ctx, req, deadline_after_ms(timeout_ms));
+    if (ctx->trace)
+        tide__trace_wait(ctx->trace, req, t0, rc);
     return rc;
 }
 

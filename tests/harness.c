@@ -62,6 +62,8 @@ void harness_config(tide_config *cfg, int rank, int n, int port, const char *tok
     cfg->progress = o->progress;
     if (o->spin_us >= 0)
         cfg->spin_us = o->spin_us;
+    if (o->trace_path)
+        snprintf(cfg->trace_path, sizeof cfg->trace_path, "%s", o->trace_path);
     const char *lvl = getenv("TIDE_LOG_LEVEL");
     cfg->log_level = lvl ? atoi(lvl) : 1;
 }

@@ -39,6 +39,7 @@ struct harness_opts {
     int run_limit_s;       /* kill the children after this (default 60) */
     const char *token;     /* NULL: a fresh random one */
     const char *master;    /* NULL: 127.0.0.1 */
+    const char *trace_path; /* NULL: no TIDE_TRACE */
 };
 
 typedef void (*harness_body)(tide_comm *comm, void *arg);

@@ -48,6 +48,7 @@ typedef struct tide__msg {
     int status;                 /* set at completion: 0 or TIDE_E* */
     void *tpriv;                /* transport-private while posted */
     uint8_t completed;          /* engine: tide__msg_done has run */
+    uint64_t trace_t0;          /* engine, TIDE_TRACE: when it was posted */
 } tide__msg;
 
 struct tide__transport;
