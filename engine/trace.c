@@ -158,33 +158,33 @@ static struct tide__trace *trace_of(tide_comm *comm)
     return comm && comm->ctx ? comm->ctx->trace : NULL;
 }
 
-int tide_trace_begin(tide_comm *comm, const char *name)
+/* A caller's region opens (name) or closes (NULL) on its thread. */
+static int mark(tide_comm *comm, enum tide__trace_kind kind, const char *name)
 {
-    if (!comm || !name)
-        return TIDE_EINVAL;
     struct tide__trace *tr = trace_of(comm);
-    struct tide__trace_event *e = tr ? claim(tr, TIDE_TRACE_BEGIN) : NULL;
+    struct tide__trace_event *e = tr ? claim(tr, kind) : NULL;
     if (!e)
         return 0;
     e->t0 = e->t1 = tide__now_ns();
     e->tid = tide__trace_tid();
     e->comm = comm->id;
-    copy_label(e->label, name);
+    if (name)
+        copy_label(e->label, name);
     return 0;
+}
+
+int tide_trace_begin(tide_comm *comm, const char *name)
+{
+    if (!comm || !name)
+        return TIDE_EINVAL;
+    return mark(comm, TIDE_TRACE_BEGIN, name);
 }
 
 int tide_trace_end(tide_comm *comm)
 {
     if (!comm)
         return TIDE_EINVAL;
-    struct tide__trace *tr = trace_of(comm);
-    struct tide__trace_event *e = tr ? claim(tr, TIDE_TRACE_END) : NULL;
-    if (!e)
-        return 0;
-    e->t0 = e->t1 = tide__now_ns();
-    e->tid = tide__trace_tid();
-    e->comm = comm->id;
-    return 0;
+    return mark(comm, TIDE_TRACE_END, NULL);
 }
 
 int tide_trace_enabled(const tide_comm *comm)
