@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # demo.sh - the quick start's first command: install what is missing,
-# build, and run tide's main job on 4 local ranks.
+# build, and run tide's main job on 4 local ranks: first the collectives
+# (a ring of messages, a barrier, an allreduce, an all-gather and a
+# reduce-scatter, each checked and printed), then FSDP training checked
+# step by step against one process, traced (TIDE_TRACE) into
+# build/demo-trace.json for https://ui.perfetto.dev.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh build
-echo "demo: FSDP training on 4 ranks (tide-run): full_shard, checked step by step against one process"
-exec build/tools/tide-run -n 4 -- build/tools/tide-fsdp-train --strategy full_shard --prefetch 2 --steps 10 --check
+echo "demo: part 1 of 2, collectives on 4 ranks (tide-run), each result checked"
+build/tools/tide-run -n 4 -- build/tools/tide-ring-demo
+echo
+echo "demo: part 2 of 2, FSDP training on 4 ranks: full_shard, checked step by step against one process"
+TIDE_TRACE=build/demo-trace.json \
+  build/tools/tide-run -n 4 -- build/tools/tide-fsdp-train --strategy full_shard --prefetch 2 --steps 10 --check
+echo
+echo "demo: a timeline of that training is in build/demo-trace.json: open it at https://ui.perfetto.dev"
+echo "      (each rank's all-gathers and reduce-scatters on the reactor tracks, its compute and waits below)"
