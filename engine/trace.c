@@ -11,11 +11,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* 4 Mi events of 128 bytes: 512 MiB of address space, of which only the
+/* 4 Mi events of 120 bytes: 480 MiB of address space, of which only the
  * pages written are ever backed by memory.  A training step of a few
  * hundred collectives records thousands of events; this lasts for hours
  * of that, and a longer run keeps its first events and counts the rest. */
 #define TRACE_CAP (4u << 20)
+#define TRACE_MIN_CAP (64u << 10)
 
 int tide__trace_open(struct tide__ctx *ctx, const char *path)
 {
@@ -28,17 +29,22 @@ int tide__trace_open(struct tide__ctx *ctx, const char *path)
         free(tr);
         return TIDE_EINVAL;
     }
-    /* mmap, not calloc: untouched slots then cost nothing at all. */
-    size_t bytes = (size_t)TRACE_CAP * sizeof *tr->ev;
-    void *ev = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                    -1, 0);
+    /* mmap, not calloc: untouched slots then cost nothing at all.  Where
+     * the kernel will not promise that much (strict overcommit), a
+     * smaller buffer still makes a useful trace. */
+    size_t cap = TRACE_CAP;
+    void *ev;
+    while ((ev = mmap(NULL, cap * sizeof *tr->ev, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)) == MAP_FAILED &&
+           cap > TRACE_MIN_CAP)
+        cap /= 2;
     if (ev == MAP_FAILED) {
         free(tr);
         return TIDE_ENOMEM;
     }
     strcpy(tr->path, path);
     tr->ev = ev;
-    tr->cap = TRACE_CAP;
+    tr->cap = cap;
     tr->origin_ns = tide__now_ns();
     ctx->trace = tr;
     return 0;
