@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 
+#include "fsdp/pool.h"
 #include "fsdp/tide_fsdp.h"
 
 /* Where a unit's full parameters are. */
@@ -82,6 +83,7 @@ struct tide_fsdp {
     int *fifo;               /* units with reductions in flight, issue order */
     int fifo_head, fifo_len;
     size_t grad_bytes;
+    struct tide__fsdp_pool pool; /* freed full-size buffers, for the next unit */
     tide_fsdp_stats stats;
     char msg[256];
 };
@@ -105,6 +107,10 @@ int tide__fsdp_reshards(const tide_fsdp *f);
 /* Unsharded bytes accounting (gather.c). */
 void tide__fsdp_charge(tide_fsdp *f, size_t bytes);
 void tide__fsdp_uncharge(tide_fsdp *f, size_t bytes);
+
+/* Bytes the budget leaves beside the unsharded bytes held (SIZE_MAX
+ * without a budget): what the buffer pool may keep (gather.c). */
+size_t tide__fsdp_spare_bytes(const tide_fsdp *f);
 
 /* Wait for every gather in flight and free or mark stale what nobody
  * holds (gather.c); run at sync and before parameters change. */

@@ -19,6 +19,7 @@
  * TIDE_ENOMEM, never waits for memory that cannot come. */
 #include "fsdp/fsdp_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,14 @@ void tide__fsdp_charge(tide_fsdp *f, size_t bytes)
 void tide__fsdp_uncharge(tide_fsdp *f, size_t bytes)
 {
     f->stats.unsharded_bytes -= bytes;
+}
+
+size_t tide__fsdp_spare_bytes(const tide_fsdp *f)
+{
+    if (f->cfg.budget_bytes == 0)
+        return SIZE_MAX;
+    size_t held = f->stats.unsharded_bytes;
+    return f->cfg.budget_bytes > held ? f->cfg.budget_bytes - held : 0;
 }
 
 static size_t full_bytes(const struct tide__fsdp_unit *u)
@@ -52,11 +61,13 @@ static int fits(const tide_fsdp *f, size_t bytes)
     return f->cfg.budget_bytes == 0 || f->stats.unsharded_bytes + bytes <= f->cfg.budget_bytes;
 }
 
+/* Back to the pool, which keeps it for the next unit if the budget
+ * leaves room (pool.h). */
 static void free_full(tide_fsdp *f, struct tide__fsdp_unit *u)
 {
     if (u->full_params)
         tide__fsdp_uncharge(f, full_bytes(u));
-    free(u->full_params);
+    tide__fsdp_pool_give(&f->pool, u->full_params, full_bytes(u), tide__fsdp_spare_bytes(f));
     u->full_params = NULL;
     u->pstate = PARAMS_SHARDED;
 }
@@ -68,7 +79,7 @@ static int start_gather(tide_fsdp *f, int ui)
 {
     struct tide__fsdp_unit *u = &f->units[ui];
     if (u->full_params == NULL) {
-        u->full_params = malloc(full_bytes(u));
+        u->full_params = tide__fsdp_pool_take(&f->pool, full_bytes(u), tide__fsdp_spare_bytes(f));
         if (u->full_params == NULL)
             return tide__fsdp_fail(f, TIDE_ENOMEM, "gathering unit %d: out of memory", ui);
         tide__fsdp_charge(f, full_bytes(u));

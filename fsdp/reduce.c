@@ -26,7 +26,8 @@ static void free_grad_full(tide_fsdp *f, struct tide__fsdp_unit *u)
 {
     if (f->cfg.strategy == TIDE_FSDP_NO_SHARD || u->grad_full == NULL)
         return;
-    free(u->grad_full);
+    tide__fsdp_pool_give(&f->pool, u->grad_full, u->full * sizeof(float),
+                         tide__fsdp_spare_bytes(f));
     u->grad_full = NULL;
     f->grad_bytes -= u->full * sizeof(float);
 }
@@ -80,9 +81,12 @@ int tide_fsdp_grad(tide_fsdp *f, int unit, float **grad)
         if (!u->accumulating)
             memset(u->grad_full, 0, u->numel * sizeof(float));
     } else if (u->grad_full == NULL) {
-        if ((u->grad_full = calloc(u->full, sizeof(float))) == NULL)
+        size_t bytes = u->full * sizeof(float);
+        u->grad_full = tide__fsdp_pool_take(&f->pool, bytes, tide__fsdp_spare_bytes(f));
+        if (u->grad_full == NULL)
             return tide__fsdp_fail(f, TIDE_ENOMEM, "tide_fsdp_grad: out of memory");
-        grad_charge(f, u->full * sizeof(float));
+        memset(u->grad_full, 0, bytes); /* a window starts from zero */
+        grad_charge(f, bytes);
     }
     u->accumulating = 1;
     u->grad_given = 1;
