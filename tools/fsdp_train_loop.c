@@ -1,0 +1,167 @@
+/* fsdp_train_loop.c - the training loop of tide-fsdp-train: forward and
+ * backward through the layers with acquire/release around each layer's
+ * compute, the optimizer step, and the no-compute replay that measures a
+ * step's pure communication. */
+#include <stdio.h>
+#include <string.h>
+
+#include "fsdp_mlp.h"
+#include "fsdp_train.h"
+
+static int forward(struct trainer *t, int step, int micro, double *loss)
+{
+    const struct opts *o = t->o;
+    int rc, chunk = micro * t->n + t->rank;
+    if (!o->sleep)
+        mlp_batch(t->act[0], t->y, t->teacher, o->width, t->rows, o->seed, step,
+                  (long)chunk * t->rows);
+    if ((rc = tide_fsdp_begin_forward(t->f)) != 0)
+        return trainer_fail(t, "begin_forward", rc);
+    for (int l = 0; l < o->layers; l++) {
+        float *w;
+        if ((rc = tide_fsdp_acquire(t->f, l, &w)) != 0)
+            return trainer_fail(t, "acquire", rc);
+        double c0 = train_now();
+        if (o->sleep)
+            train_sleep(t->fwd_s);
+        else
+            mlp_forward(w, t->act[l], t->act[l + 1], o->width, t->rows, l < o->layers - 1);
+        t->compute_s += train_now() - c0;
+        if ((rc = tide_fsdp_release(t->f, l)) != 0)
+            return trainer_fail(t, "release", rc);
+    }
+    if (!o->sleep)
+        *loss += mlp_loss(t->act[o->layers], t->y, t->da, (size_t)t->rows * o->width,
+                          1.0f / (float)o->accum);
+    return 0;
+}
+
+static int backward(struct trainer *t)
+{
+    const struct opts *o = t->o;
+    int rc;
+    if ((rc = tide_fsdp_begin_backward(t->f)) != 0)
+        return trainer_fail(t, "begin_backward", rc);
+    for (int l = o->layers - 1; l >= 0; l--) {
+        float *w, *g;
+        if ((rc = tide_fsdp_acquire(t->f, l, &w)) != 0 || (rc = tide_fsdp_grad(t->f, l, &g)) != 0)
+            return trainer_fail(t, "acquire/grad", rc);
+        double c0 = train_now();
+        if (o->sleep)
+            train_sleep(t->bwd_s);
+        else
+            mlp_backward(w, t->act[l], t->act[l + 1], t->da, l > 0 ? t->db : NULL, g, o->width,
+                         t->rows, l < o->layers - 1);
+        t->compute_s += train_now() - c0;
+        if ((rc = tide_fsdp_grad_ready(t->f, l)) != 0 || (rc = tide_fsdp_release(t->f, l)) != 0)
+            return trainer_fail(t, "grad_ready/release", rc);
+        float *swap = t->da;
+        t->da = t->db;
+        t->db = swap;
+    }
+    if ((rc = tide_fsdp_sync_gradients(t->f)) != 0)
+        return trainer_fail(t, "sync_gradients", rc);
+    return 0;
+}
+
+static int optimize(struct trainer *t)
+{
+    tide_fsdp_adam_params ap = {t->o->lr, 0.9f, 0.999f, 1e-8f, 0.0f};
+    int rc = t->o->adam ? tide_fsdp_adam(t->f, &ap) : tide_fsdp_sgd(t->f, t->o->lr);
+    return rc ? trainer_fail(t, "optimizer step", rc) : 0;
+}
+
+/* One optimizer step over accum micro-steps; *loss is this rank's mean. */
+static int train_step(struct trainer *t, int step, double *loss)
+{
+    int rc;
+    *loss = 0;
+    for (int m = 0; m < t->o->accum; m++) {
+        if ((rc = tide_fsdp_set_sync(t->f, m == t->o->accum - 1)) != 0)
+            return trainer_fail(t, "set_sync", rc);
+        if ((rc = forward(t, step, m, loss)) != 0 || (rc = backward(t)) != 0)
+            return rc;
+    }
+    *loss /= t->o->accum;
+    return optimize(t);
+}
+
+/* The step's collectives with no compute: acquire/release everything,
+ * make zero gradients ready, sync; no optimizer step. */
+static int replay_step(struct trainer *t)
+{
+    int rc = tide_fsdp_begin_forward(t->f);
+    float *w, *g;
+    for (int l = 0; rc == 0 && l < t->o->layers; l++)
+        if ((rc = tide_fsdp_acquire(t->f, l, &w)) == 0)
+            rc = tide_fsdp_release(t->f, l);
+    if (rc == 0)
+        rc = tide_fsdp_begin_backward(t->f);
+    for (int l = t->o->layers - 1; rc == 0 && l >= 0; l--)
+        if ((rc = tide_fsdp_acquire(t->f, l, &w)) == 0 && (rc = tide_fsdp_grad(t->f, l, &g)) == 0 &&
+            (rc = tide_fsdp_grad_ready(t->f, l)) == 0)
+            rc = tide_fsdp_release(t->f, l);
+    if (rc == 0)
+        rc = tide_fsdp_sync_gradients(t->f);
+    return rc ? trainer_fail(t, "replay", rc) : 0;
+}
+
+static int pure_comm(struct trainer *t, double *pure)
+{
+    double v[16];
+    int r = t->o->replays < 1 ? 1 : t->o->replays > 16 ? 16 : t->o->replays, rc;
+    for (int i = 0; i < r; i++) {
+        double t0 = train_now();
+        if ((rc = replay_step(t)) != 0)
+            return rc;
+        v[i] = train_now() - t0;
+    }
+    *pure = train_median(v, r);
+    return 0;
+}
+
+/* Train o->steps steps; fills st[] (loss averaged over the world) and the
+ * pure communication time of one step. */
+int train_steps(tide_comm *world, const struct opts *o, int prefetch, struct step_stats *st,
+                 double *pure, int verbose)
+{
+    struct trainer t;
+    int rc = trainer_init(&t, o, world, prefetch);
+    if (rc == 0)
+        rc = pure_comm(&t, pure);
+    if (rc == 0 && verbose && t.rank == 0) {
+        printf("pure communication of one step (no compute, median of %d replays): %.2f ms\n",
+               o->replays, *pure * 1e3);
+        if (o->sleep)
+            printf("compute sleeps per layer: forward %.2f ms, backward %.2f ms (BLAS, calibrated "
+                   "here)\n", t.fwd_s * 1e3, t.bwd_s * 1e3);
+    }
+    for (int s = 0; rc == 0 && s < o->steps; s++) {
+        tide_fsdp_stats fs;
+        double loss = 0;
+        tide_fsdp_stats_reset(t.f);
+        t.compute_s = 0;
+        double t0 = train_now();
+        if ((rc = train_step(&t, s, &loss)) != 0)
+            break;
+        st[s].step_s = train_now() - t0;
+        tide_fsdp_stats_get(t.f, &fs);
+        st[s].compute_s = t.compute_s;
+        st[s].blocked_s = fs.blocked_s;
+        st[s].fwd_s = fs.blocked_forward_s;
+        st[s].bwd_s = fs.blocked_backward_s;
+        st[s].sync_s = fs.blocked_sync_s;
+        st[s].peak = fs.peak_unsharded_bytes;
+        if ((rc = tide_allreduce(world, &loss, &st[s].loss, 1, TIDE_FLOAT64, TIDE_AVG)) != 0)
+            fprintf(stderr, "rank %d: loss all-reduce: %s\n", t.rank, tide_strerror(rc));
+        if (o->budget && fs.peak_unsharded_bytes > o->budget) {
+            fprintf(stderr, "rank %d: step %d: peak unsharded %zu B exceeds the budget %zu B\n",
+                    t.rank, s, fs.peak_unsharded_bytes, o->budget);
+            rc = TIDE_ENOMEM;
+        }
+        if (verbose && t.rank == 0)
+            report_step(o, s, &st[s], *pure);
+    }
+    trainer_free(&t);
+    return rc;
+}
