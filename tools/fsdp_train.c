@@ -11,7 +11,8 @@
  * (median of --replays runs before training).  --check trains the same
  * model in one process (rank 0, after the run) from the same seed and
  * fails unless every step's loss matches within 1e-5 relative.
- * --compare-prefetch trains twice, prefetch off then on, side by side.
+ * --compare-prefetch trains twice, prefetch off and on, their steps
+ * taking turns, side by side.
  * --compute sleep replaces each layer's math by a sleep as long as its
  * BLAS version takes here, as if an accelerator computed.
  *
@@ -29,22 +30,21 @@
 /* OpenBLAS's own knob; declared here because cblas.h of other vendors
  * lacks it. */
 void openblas_set_num_threads(int num_threads);
-/* Prefetch off, then on, with the same model and data: side by side. */
+/* Prefetch off and on, with the same model and data, their steps taking
+ * turns: side by side. */
 static int compare(tide_comm *world, const struct opts *o)
 {
-    int on = o->prefetch > 0 ? o->prefetch : 2, rank = tide_comm_rank(world), rc;
-    struct step_stats *a = calloc((size_t)o->steps, sizeof *a);
-    struct step_stats *b = calloc((size_t)o->steps, sizeof *b);
-    double pa = 0, pb = 0;
+    int depth[2] = {0, o->prefetch > 0 ? o->prefetch : 2}, rank = tide_comm_rank(world), rc;
+    struct step_stats *st[2] = {calloc((size_t)o->steps, sizeof *st[0]),
+                                calloc((size_t)o->steps, sizeof *st[1])};
+    double pure[2] = {0, 0};
     if (rank == 0)
-        report_header(o, tide_comm_size(world), on);
-    rc = a && b ? train_steps(world, o, 0, a, &pa, 0) : TIDE_ENOMEM;
-    if (rc == 0)
-        rc = train_steps(world, o, on, b, &pb, 0);
+        report_header(o, tide_comm_size(world), depth[1]);
+    rc = st[0] && st[1] ? train_steps(world, o, depth, 2, st, pure, 1) : TIDE_ENOMEM;
     if (rc == 0 && rank == 0)
-        report_compare(o, a, pa, b, pb, on);
-    free(a);
-    free(b);
+        report_compare(o, st[0], pure[0], st[1], pure[1], depth[1]);
+    free(st[0]);
+    free(st[1]);
     return rc;
 }
 
@@ -57,7 +57,7 @@ static int run(tide_comm *world, const struct opts *o)
         return TIDE_ENOMEM;
     if (rank == 0)
         report_header(o, tide_comm_size(world), o->prefetch);
-    int rc = train_steps(world, o, o->prefetch, st, &pure, 1);
+    int rc = train_steps(world, o, &o->prefetch, 1, &st, &pure, 1);
     if (rc == 0 && rank == 0)
         report_summary(o, st, pure);
     if (rc == 0 && o->check)

@@ -20,6 +20,7 @@ struct opts {
     tide_dtype comm_dtype;
     size_t budget;
     int sleep, check, compare, init_rank0;
+    double sleep_fwd_ms, sleep_bwd_ms; /* --sleep-ms: fixed sleeps instead of calibrating */
 };
 
 struct step_stats {
@@ -52,15 +53,20 @@ int trainer_fail(struct trainer *t, const char *call, int rc);
 /* Buffers only (the one-process reference uses them too). */
 int trainer_alloc(struct trainer *t);
 /* The FSDP context with forward prefetch `prefetch`, the layers, the
- * buffers and, in sleep mode, the calibration.  Collective. */
-int trainer_init(struct trainer *t, const struct opts *o, tide_comm *world, int prefetch);
+ * buffers and, in sleep mode, the sleeps: --sleep-ms, like_t's (so that
+ * runs compared side by side sleep alike), or calibrated.  Collective. */
+int trainer_init(struct trainer *t, const struct opts *o, tide_comm *world, int prefetch,
+                 const struct trainer *like_t);
 void trainer_free(struct trainer *t);
 
-/* fsdp_train_loop.c: train o->steps steps; fills st[] (loss averaged
- * over the world) and the pure communication time of one step; prints
- * each step on rank 0 when verbose.  Collective. */
-int train_steps(tide_comm *world, const struct opts *o, int prefetch, struct step_stats *st,
-                double *pure, int verbose);
+/* fsdp_train_loop.c: train o->steps steps with each of nruns (at most
+ * TRAIN_MAX_RUNS) prefetch depths, the runs' steps taking turns, so that
+ * a noisy machine slows them alike.  Fills st[k][] (loss averaged over
+ * the world) and pure[k], the pure communication of one step; prints
+ * each step on rank 0 when verbose and nruns == 1.  Collective. */
+#define TRAIN_MAX_RUNS 2
+int train_steps(tide_comm *world, const struct opts *o, const int *prefetch, int nruns,
+                struct step_stats *const *st, double *pure, int verbose);
 
 /* fsdp_train_report.c */
 double train_median(double *v, int n); /* sorts v */

@@ -18,8 +18,10 @@ static const char usage[] =
     "  --budget BYTES       bound on unsharded parameter bytes (0 = none)\n"
     "  --init seed|rank0    seeded on every rank, or rank 0's values broadcast (seed)\n"
     "  --compute blas|sleep real math, or sleep as long as the math takes here (blas)\n"
+    "  --sleep-ms F,B       sleep F ms per layer forward, B backward (implies --compute sleep;\n"
+    "                       fixed sleeps for A/B runs on a noisy machine)\n"
     "  --check              compare every step's loss with one-process training (1e-5)\n"
-    "  --compare-prefetch   train with prefetch 0, then with --prefetch (2 if 0), side by side\n";
+    "  --compare-prefetch   train with prefetch 0 and with --prefetch (2 if 0), steps taking turns\n";
 
 /* Value of the option at argv[*i], or NULL (and a message) if missing. */
 static const char *value(int argc, char **argv, int *i)
@@ -48,6 +50,18 @@ static int parse_word(const char *opt, const char *v, struct opts *o)
     return 1; /* not a word option */
 }
 
+/* "F,B": positive milliseconds per layer, forward then backward. */
+static int parse_sleeps(const char *v, struct opts *o)
+{
+    char *end;
+    o->sleep_fwd_ms = strtod(v, &end);
+    if (*end != ',')
+        return -1;
+    o->sleep_bwd_ms = strtod(end + 1, &end);
+    o->sleep = 1;
+    return *end || !(o->sleep_fwd_ms > 0) || !(o->sleep_bwd_ms > 0) ? -1 : 0;
+}
+
 static int parse_number(const char *opt, const char *v, struct opts *o)
 {
     static const struct { const char *name; size_t at; } ints[] = {
@@ -69,6 +83,8 @@ static int parse_number(const char *opt, const char *v, struct opts *o)
         return (o->seed = strtoull(v, &end, 10)), *end ? -1 : 0;
     if (strcmp(opt, "--budget") == 0)
         return (o->budget = strtoull(v, &end, 10)), *end ? -1 : 0;
+    if (strcmp(opt, "--sleep-ms") == 0)
+        return parse_sleeps(v, o);
     return 1;
 }
 

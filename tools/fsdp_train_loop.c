@@ -106,62 +106,86 @@ static int replay_step(struct trainer *t)
     return rc ? trainer_fail(t, "replay", rc) : 0;
 }
 
-static int pure_comm(struct trainer *t, double *pure)
+/* The pure communication of a step for each trainer: the median of
+ * o->replays no-compute replays, the trainers taking turns so that both
+ * see the same moments of a noisy machine. */
+static int pure_comm(struct trainer *t, int nruns, double *pure)
 {
-    double v[16];
-    int r = t->o->replays < 1 ? 1 : t->o->replays > 16 ? 16 : t->o->replays, rc;
-    for (int i = 0; i < r; i++) {
-        double t0 = train_now();
-        if ((rc = replay_step(t)) != 0)
-            return rc;
-        v[i] = train_now() - t0;
-    }
-    *pure = train_median(v, r);
+    enum { MAX_REPLAYS = 16 };
+    double v[TRAIN_MAX_RUNS][MAX_REPLAYS];
+    int r = t->o->replays < 1 ? 1 : t->o->replays > MAX_REPLAYS ? MAX_REPLAYS : t->o->replays;
+    for (int i = 0; i < r; i++)
+        for (int k = 0; k < nruns; k++) {
+            double t0 = train_now();
+            int rc = replay_step(&t[k]);
+            if (rc != 0)
+                return rc;
+            v[k][i] = train_now() - t0;
+        }
+    for (int k = 0; k < nruns; k++)
+        pure[k] = train_median(v[k], r);
     return 0;
 }
 
-/* Train o->steps steps; fills st[] (loss averaged over the world) and the
- * pure communication time of one step. */
-int train_steps(tide_comm *world, const struct opts *o, int prefetch, struct step_stats *st,
-                 double *pure, int verbose)
+/* One optimizer step of trainer t, measured into *st. */
+static int measured_step(struct trainer *t, int s, struct step_stats *st)
 {
-    struct trainer t;
-    int rc = trainer_init(&t, o, world, prefetch);
+    tide_fsdp_stats fs;
+    double loss = 0;
+    tide_fsdp_stats_reset(t->f);
+    t->compute_s = 0;
+    double t0 = train_now();
+    int rc = train_step(t, s, &loss);
+    if (rc != 0)
+        return rc;
+    st->step_s = train_now() - t0;
+    tide_fsdp_stats_get(t->f, &fs);
+    st->compute_s = t->compute_s;
+    st->blocked_s = fs.blocked_s;
+    st->fwd_s = fs.blocked_forward_s;
+    st->bwd_s = fs.blocked_backward_s;
+    st->sync_s = fs.blocked_sync_s;
+    st->peak = fs.peak_unsharded_bytes;
+    if ((rc = tide_allreduce(t->world, &loss, &st->loss, 1, TIDE_FLOAT64, TIDE_AVG)) != 0)
+        fprintf(stderr, "rank %d: loss all-reduce: %s\n", t->rank, tide_strerror(rc));
+    if (t->o->budget && fs.peak_unsharded_bytes > t->o->budget) {
+        fprintf(stderr, "rank %d: step %d: peak unsharded %zu B exceeds the budget %zu B\n",
+                t->rank, s, fs.peak_unsharded_bytes, t->o->budget);
+        rc = TIDE_ENOMEM;
+    }
+    return rc;
+}
+
+static void report_start(const struct trainer *t, const double *pure, int nruns)
+{
+    for (int k = 0; k < nruns; k++)
+        printf("pure communication of one step%s (no compute, median of %d replays): %.2f ms\n",
+               nruns > 1 ? (k ? " with prefetch" : " without prefetch") : "", t->o->replays,
+               pure[k] * 1e3);
+    if (t->o->sleep)
+        printf("compute sleeps per layer: forward %.2f ms, backward %.2f ms (%s)\n",
+               t->fwd_s * 1e3, t->bwd_s * 1e3,
+               t->o->sleep_fwd_ms > 0 ? "--sleep-ms" : "BLAS, calibrated here");
+}
+
+int train_steps(tide_comm *world, const struct opts *o, const int *prefetch, int nruns,
+                struct step_stats *const *st, double *pure, int verbose)
+{
+    struct trainer t[TRAIN_MAX_RUNS];
+    int rc = 0, made = 0;
+    for (; rc == 0 && made < nruns; made++) /* a failed one is freed too */
+        rc = trainer_init(&t[made], o, world, prefetch[made], made ? &t[0] : NULL);
     if (rc == 0)
-        rc = pure_comm(&t, pure);
-    if (rc == 0 && verbose && t.rank == 0) {
-        printf("pure communication of one step (no compute, median of %d replays): %.2f ms\n",
-               o->replays, *pure * 1e3);
-        if (o->sleep)
-            printf("compute sleeps per layer: forward %.2f ms, backward %.2f ms (BLAS, calibrated "
-                   "here)\n", t.fwd_s * 1e3, t.bwd_s * 1e3);
-    }
-    for (int s = 0; rc == 0 && s < o->steps; s++) {
-        tide_fsdp_stats fs;
-        double loss = 0;
-        tide_fsdp_stats_reset(t.f);
-        t.compute_s = 0;
-        double t0 = train_now();
-        if ((rc = train_step(&t, s, &loss)) != 0)
-            break;
-        st[s].step_s = train_now() - t0;
-        tide_fsdp_stats_get(t.f, &fs);
-        st[s].compute_s = t.compute_s;
-        st[s].blocked_s = fs.blocked_s;
-        st[s].fwd_s = fs.blocked_forward_s;
-        st[s].bwd_s = fs.blocked_backward_s;
-        st[s].sync_s = fs.blocked_sync_s;
-        st[s].peak = fs.peak_unsharded_bytes;
-        if ((rc = tide_allreduce(world, &loss, &st[s].loss, 1, TIDE_FLOAT64, TIDE_AVG)) != 0)
-            fprintf(stderr, "rank %d: loss all-reduce: %s\n", t.rank, tide_strerror(rc));
-        if (o->budget && fs.peak_unsharded_bytes > o->budget) {
-            fprintf(stderr, "rank %d: step %d: peak unsharded %zu B exceeds the budget %zu B\n",
-                    t.rank, s, fs.peak_unsharded_bytes, o->budget);
-            rc = TIDE_ENOMEM;
+        rc = pure_comm(t, nruns, pure);
+    if (rc == 0 && verbose && t[0].rank == 0)
+        report_start(&t[0], pure, nruns);
+    for (int s = 0; rc == 0 && s < o->steps; s++)
+        for (int k = 0; rc == 0 && k < nruns; k++) {
+            rc = measured_step(&t[k], s, &st[k][s]);
+            if (rc == 0 && verbose && nruns == 1 && t[k].rank == 0)
+                report_step(o, s, &st[k][s], pure[k]);
         }
-        if (verbose && t.rank == 0)
-            report_step(o, s, &st[s], *pure);
-    }
-    trainer_free(&t);
+    for (int k = 0; k < made; k++)
+        trainer_free(&t[k]);
     return rc;
 }

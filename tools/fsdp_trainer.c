@@ -110,7 +110,8 @@ static int add_layers(struct trainer *t)
     return rc ? trainer_fail(t, "adding layers", rc) : 0;
 }
 
-int trainer_init(struct trainer *t, const struct opts *o, tide_comm *world, int prefetch)
+int trainer_init(struct trainer *t, const struct opts *o, tide_comm *world, int prefetch,
+                 const struct trainer *like_t)
 {
     tide_fsdp_config cfg;
     char why[256];
@@ -134,7 +135,14 @@ int trainer_init(struct trainer *t, const struct opts *o, tide_comm *world, int 
     }
     if ((rc = trainer_alloc(t)) != 0 || (rc = add_layers(t)) != 0)
         return rc;
-    if (o->sleep)
+    if (o->sleep_fwd_ms > 0) {
+        t->fwd_s = o->sleep_fwd_ms * 1e-3;
+        t->bwd_s = o->sleep_bwd_ms * 1e-3;
+    } else if (o->sleep && like_t) {
+        t->fwd_s = like_t->fwd_s;
+        t->bwd_s = like_t->bwd_s;
+    } else if (o->sleep) {
         calibrate(t);
+    }
     return 0;
 }
