@@ -7,6 +7,7 @@
 #define TIDE_FSDP_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 
 #include "fsdp/pool.h"
 #include "fsdp/tide_fsdp.h"
@@ -45,6 +46,7 @@ struct tide__fsdp_unit {
     int grad_readied;    /* tide_fsdp_grad_ready was called in this backward */
     int accumulating;    /* grad_full holds gradients not reduced yet */
     tide_req *reduce;    /* reduce-scatter (hybrid: inside the group) in flight */
+    atomic_int reduce_done; /* set by its completion callback (reduce.c) */
     tide_req *reduce2;   /* HYBRID_SHARD: all-reduce across groups in flight */
     int bucket;          /* NO_SHARD: index of its bucket */
 };

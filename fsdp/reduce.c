@@ -112,6 +112,13 @@ static int start_bucket(tide_fsdp *f, struct tide__fsdp_bucket *b)
     return 0;
 }
 
+/* Completion callback (reactor thread): only raises the unit's flag. */
+static void note_done(tide_req *req, void *flag)
+{
+    (void)req;
+    atomic_store((atomic_int *)flag, 1);
+}
+
 static int start_reduce(tide_fsdp *f, int ui)
 {
     struct tide__fsdp_unit *u = &f->units[ui];
@@ -120,8 +127,11 @@ static int start_reduce(tide_fsdp *f, int ui)
         struct tide__fsdp_bucket *b = &f->buckets[u->bucket];
         return --b->pending == 0 ? start_bucket(f, b) : 0;
     }
+    atomic_store(&u->reduce_done, 0);
     int rc = tide_ireduce_scatter(f->shard_comm, u->grad_full, u->shard_grad, u->shard,
                                   TIDE_FLOAT32, TIDE_AVG, &u->reduce);
+    if (rc == 0)
+        rc = tide_req_on_complete(u->reduce, note_done, &u->reduce_done);
     if (rc != 0)
         return tide__fsdp_fail(f, rc, "reduce-scatter of unit %d: %s", ui, tide_strerror(rc));
     f->stats.reductions++;
@@ -173,11 +183,17 @@ static int stage_two(tide_fsdp *f, int ui)
     return 0;
 }
 
+/* Looks at the completion flag before tide_test: in thread mode
+ * tide_test drives the reactor for a turn when nobody else does, and
+ * pumping at every acquire, release and grad_ready had the trainer's
+ * thread reducing and copying the collectives' data between its layers. */
 int tide__fsdp_pump(tide_fsdp *f)
 {
     while (f->fifo_head < f->fifo_len) {
         int ui = f->fifo[f->fifo_head], done = 0;
         struct tide__fsdp_unit *u = &f->units[ui];
+        if (!atomic_load(&u->reduce_done))
+            return 0;
         int rc = tide_test(u->reduce, &done);
         if (!done)
             return 0;
