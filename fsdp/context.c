@@ -201,6 +201,7 @@ void tide_fsdp_destroy(tide_fsdp *f)
     free(f->last_forward);
     free(f->record);
     free(f->fifo);
+    tide__fsdp_pool_drain(&f->pool);
     if (f->replica_comm)
         tide_comm_free(f->replica_comm);
     if (f->shard_comm)

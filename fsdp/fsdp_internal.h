@@ -7,7 +7,9 @@
 #define TIDE_FSDP_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 
+#include "fsdp/pool.h"
 #include "fsdp/tide_fsdp.h"
 
 /* Where a unit's full parameters are. */
@@ -44,6 +46,7 @@ struct tide__fsdp_unit {
     int grad_readied;    /* tide_fsdp_grad_ready was called in this backward */
     int accumulating;    /* grad_full holds gradients not reduced yet */
     tide_req *reduce;    /* reduce-scatter (hybrid: inside the group) in flight */
+    atomic_int reduce_done; /* set by its completion callback (reduce.c) */
     tide_req *reduce2;   /* HYBRID_SHARD: all-reduce across groups in flight */
     int bucket;          /* NO_SHARD: index of its bucket */
 };
@@ -82,6 +85,7 @@ struct tide_fsdp {
     int *fifo;               /* units with reductions in flight, issue order */
     int fifo_head, fifo_len;
     size_t grad_bytes;
+    struct tide__fsdp_pool pool; /* freed full-size buffers, for the next unit */
     tide_fsdp_stats stats;
     char msg[256];
 };
@@ -105,6 +109,10 @@ int tide__fsdp_reshards(const tide_fsdp *f);
 /* Unsharded bytes accounting (gather.c). */
 void tide__fsdp_charge(tide_fsdp *f, size_t bytes);
 void tide__fsdp_uncharge(tide_fsdp *f, size_t bytes);
+
+/* Bytes the budget leaves beside the unsharded bytes held (SIZE_MAX
+ * without a budget): what the buffer pool may keep (gather.c). */
+size_t tide__fsdp_spare_bytes(const tide_fsdp *f);
 
 /* Wait for every gather in flight and free or mark stale what nobody
  * holds (gather.c); run at sync and before parameters change. */

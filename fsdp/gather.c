@@ -3,9 +3,10 @@
  *
  * The chain: each pass has a plan, the order in which units are expected
  * (forward: what the previous forward recorded, else registration order;
- * backward: this forward reversed).  Acquiring the unit at plan position
- * i starts its own gather if nobody did, then the gathers of positions
- * i+1 .. i+k that fit the budget, and only then waits for its own.
+ * backward: this forward reversed).  begin_forward starts the first
+ * unit's gather; acquiring the unit at plan position i starts its own
+ * gather if nobody did, waits for it, and then starts the gathers of
+ * positions i+1 .. i+k that fit the budget, to overlap its compute.
  *
  * Determinism: which gathers start, and in which order, depends only on
  * the sequence of calls and the configuration, never on timing (nothing
@@ -19,6 +20,7 @@
  * TIDE_ENOMEM, never waits for memory that cannot come. */
 #include "fsdp/fsdp_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +36,14 @@ void tide__fsdp_charge(tide_fsdp *f, size_t bytes)
 void tide__fsdp_uncharge(tide_fsdp *f, size_t bytes)
 {
     f->stats.unsharded_bytes -= bytes;
+}
+
+size_t tide__fsdp_spare_bytes(const tide_fsdp *f)
+{
+    if (f->cfg.budget_bytes == 0)
+        return SIZE_MAX;
+    size_t held = f->stats.unsharded_bytes;
+    return f->cfg.budget_bytes > held ? f->cfg.budget_bytes - held : 0;
 }
 
 static size_t full_bytes(const struct tide__fsdp_unit *u)
@@ -52,11 +62,13 @@ static int fits(const tide_fsdp *f, size_t bytes)
     return f->cfg.budget_bytes == 0 || f->stats.unsharded_bytes + bytes <= f->cfg.budget_bytes;
 }
 
+/* Back to the pool, which keeps it for the next unit if the budget
+ * leaves room (pool.h). */
 static void free_full(tide_fsdp *f, struct tide__fsdp_unit *u)
 {
     if (u->full_params)
         tide__fsdp_uncharge(f, full_bytes(u));
-    free(u->full_params);
+    tide__fsdp_pool_give(&f->pool, u->full_params, full_bytes(u), tide__fsdp_spare_bytes(f));
     u->full_params = NULL;
     u->pstate = PARAMS_SHARDED;
 }
@@ -68,7 +80,7 @@ static int start_gather(tide_fsdp *f, int ui)
 {
     struct tide__fsdp_unit *u = &f->units[ui];
     if (u->full_params == NULL) {
-        u->full_params = malloc(full_bytes(u));
+        u->full_params = tide__fsdp_pool_take(&f->pool, full_bytes(u), tide__fsdp_spare_bytes(f));
         if (u->full_params == NULL)
             return tide__fsdp_fail(f, TIDE_ENOMEM, "gathering unit %d: out of memory", ui);
         tide__fsdp_charge(f, full_bytes(u));
@@ -139,11 +151,10 @@ static int make_room(tide_fsdp *f, size_t bytes)
     return rc;
 }
 
-/* Keep the gathers of the next plan positions going, in order, as far as
- * the budget allows. */
-static int prefetch_fill(tide_fsdp *f)
+/* Keep the gathers of the next `depth` plan positions going, in order, as
+ * far as the budget allows. */
+static int prefetch_upto(tide_fsdp *f, int depth)
 {
-    int depth = f->phase == PHASE_FORWARD ? f->cfg.forward_prefetch : f->cfg.backward_prefetch;
     if (f->cfg.strategy == TIDE_FSDP_NO_SHARD)
         return 0;
     for (int j = f->plan_next; j < f->plan_len && j < f->plan_next + depth; j++) {
@@ -157,6 +168,12 @@ static int prefetch_fill(tide_fsdp *f)
             return rc;
     }
     return 0;
+}
+
+static int prefetch_fill(tide_fsdp *f)
+{
+    return prefetch_upto(f, f->phase == PHASE_FORWARD ? f->cfg.forward_prefetch
+                                                      : f->cfg.backward_prefetch);
 }
 
 int tide__fsdp_settle_params(tide_fsdp *f, int params_changed)
@@ -223,7 +240,10 @@ int tide_fsdp_begin_forward(tide_fsdp *f)
     f->plan_next = 0;
     f->record_len = 0;
     f->phase = PHASE_FORWARD;
-    return prefetch_fill(f);
+    /* Only the first unit: nothing computes yet to hide the others behind,
+     * and gathers in flight together share the links, so a second one
+     * would only delay the first (see acquire). */
+    return prefetch_upto(f, f->cfg.forward_prefetch > 0 ? 1 : 0);
 }
 
 int tide_fsdp_begin_backward(tide_fsdp *f)
@@ -303,7 +323,13 @@ int tide_fsdp_acquire(tide_fsdp *f, int unit, float **params)
         }
     if (u->pstate == PARAMS_SHARDED && (rc = demand(f, unit)) != 0)
         return rc;
-    if ((rc = prefetch_fill(f)) != 0 || (rc = finish_gather(f, unit)) != 0)
+    /* Our own gather first, then the chain: a gather started while the
+     * trainer waits shares the links with the one it waits for and only
+     * lengthens the wait (measured here: 4 MiB gathers in flight together
+     * take as long as one after another), whereas started after it, it
+     * overlaps this unit's compute.  When the unit was prefetched the wait
+     * is nil and nothing changes. */
+    if ((rc = finish_gather(f, unit)) != 0 || (rc = prefetch_fill(f)) != 0)
         return rc;
     u->pstate = PARAMS_HELD;
     *params = u->full_params;

@@ -26,7 +26,8 @@ static void free_grad_full(tide_fsdp *f, struct tide__fsdp_unit *u)
 {
     if (f->cfg.strategy == TIDE_FSDP_NO_SHARD || u->grad_full == NULL)
         return;
-    free(u->grad_full);
+    tide__fsdp_pool_give(&f->pool, u->grad_full, u->full * sizeof(float),
+                         tide__fsdp_spare_bytes(f));
     u->grad_full = NULL;
     f->grad_bytes -= u->full * sizeof(float);
 }
@@ -80,9 +81,12 @@ int tide_fsdp_grad(tide_fsdp *f, int unit, float **grad)
         if (!u->accumulating)
             memset(u->grad_full, 0, u->numel * sizeof(float));
     } else if (u->grad_full == NULL) {
-        if ((u->grad_full = calloc(u->full, sizeof(float))) == NULL)
+        size_t bytes = u->full * sizeof(float);
+        u->grad_full = tide__fsdp_pool_take(&f->pool, bytes, tide__fsdp_spare_bytes(f));
+        if (u->grad_full == NULL)
             return tide__fsdp_fail(f, TIDE_ENOMEM, "tide_fsdp_grad: out of memory");
-        grad_charge(f, u->full * sizeof(float));
+        memset(u->grad_full, 0, bytes); /* a window starts from zero */
+        grad_charge(f, bytes);
     }
     u->accumulating = 1;
     u->grad_given = 1;
@@ -108,6 +112,13 @@ static int start_bucket(tide_fsdp *f, struct tide__fsdp_bucket *b)
     return 0;
 }
 
+/* Completion callback (reactor thread): only raises the unit's flag. */
+static void note_done(tide_req *req, void *flag)
+{
+    (void)req;
+    atomic_store((atomic_int *)flag, 1);
+}
+
 static int start_reduce(tide_fsdp *f, int ui)
 {
     struct tide__fsdp_unit *u = &f->units[ui];
@@ -116,8 +127,11 @@ static int start_reduce(tide_fsdp *f, int ui)
         struct tide__fsdp_bucket *b = &f->buckets[u->bucket];
         return --b->pending == 0 ? start_bucket(f, b) : 0;
     }
+    atomic_store(&u->reduce_done, 0);
     int rc = tide_ireduce_scatter(f->shard_comm, u->grad_full, u->shard_grad, u->shard,
                                   TIDE_FLOAT32, TIDE_AVG, &u->reduce);
+    if (rc == 0)
+        rc = tide_req_on_complete(u->reduce, note_done, &u->reduce_done);
     if (rc != 0)
         return tide__fsdp_fail(f, rc, "reduce-scatter of unit %d: %s", ui, tide_strerror(rc));
     f->stats.reductions++;
@@ -169,11 +183,17 @@ static int stage_two(tide_fsdp *f, int ui)
     return 0;
 }
 
+/* Looks at the completion flag before tide_test: in thread mode
+ * tide_test drives the reactor for a turn when nobody else does, and
+ * pumping at every acquire, release and grad_ready had the trainer's
+ * thread reducing and copying the collectives' data between its layers. */
 int tide__fsdp_pump(tide_fsdp *f)
 {
     while (f->fifo_head < f->fifo_len) {
         int ui = f->fifo[f->fifo_head], done = 0;
         struct tide__fsdp_unit *u = &f->units[ui];
+        if (!atomic_load(&u->reduce_done))
+            return 0;
         int rc = tide_test(u->reduce, &done);
         if (!done)
             return 0;

@@ -230,16 +230,17 @@ static void mismatch_body(tide_comm *comm, void *arg)
     tide_fsdp_destroy(f);
 }
 
-/* Units of ~400 B under a 900 B budget: two fit.  Acquiring unit 3 out
- * of plan order drops a prefetch; holding 0 and 3 leaves no room for 1. */
+/* Units of ~400 B under a 900 B budget: two fit.  Acquiring unit 0
+ * prefetches unit 1; acquiring unit 3 out of plan order then drops that
+ * prefetch; holding 0 and 3 leaves no room for 1. */
 static void budget_body(tide_comm *comm, void *arg)
 {
     tide_fsdp_stats st;
     float *w;
     tide_fsdp *f = two_units(comm, TIDE_FSDP_FULL_SHARD, 3, 900, 100, 4);
     EXPECT_OK(tide_fsdp_begin_forward(f));
-    EXPECT_OK(tide_fsdp_acquire(f, 3, &w));
     EXPECT_OK(tide_fsdp_acquire(f, 0, &w));
+    EXPECT_OK(tide_fsdp_acquire(f, 3, &w));
     EXPECT_RC(tide_fsdp_acquire(f, 1, &w), TIDE_ENOMEM);
     tide_fsdp_stats_get(f, &st);
     EXPECT(st.dropped_prefetches == 1, "dropped %llu prefetches, want 1",

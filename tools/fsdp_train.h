@@ -1,0 +1,84 @@
+/* fsdp_train.h - what the files of tide-fsdp-train share: the options,
+ * one step's figures, one rank's trainer, and the calls between the
+ * files (see fsdp_train.c for the map). */
+#ifndef TIDE_FSDP_TRAIN_H
+#define TIDE_FSDP_TRAIN_H
+
+#include <stddef.h>
+
+#include "tide.h"
+#include "tide_fsdp.h"
+
+struct opts {
+    tide_fsdp_strategy strategy;
+    int group;        /* hybrid group size; 0 = choose */
+    int prefetch;     /* forward depth; backward prefetch when > 0 */
+    int steps, layers, width, batch, accum, replays;
+    float lr;
+    int adam;
+    unsigned long long seed;
+    tide_dtype comm_dtype;
+    size_t budget;
+    int sleep, check, compare, init_rank0;
+    double sleep_fwd_ms, sleep_bwd_ms; /* --sleep-ms: fixed sleeps instead of calibrating */
+};
+
+struct step_stats {
+    double step_s, compute_s, blocked_s, loss;
+    double fwd_s, bwd_s, sync_s; /* where blocked_s was spent */
+    size_t peak;
+};
+
+/* One rank's working set for training. */
+struct trainer {
+    const struct opts *o;
+    tide_comm *world;
+    tide_fsdp *f;
+    int rank, n, rows;
+    float **act;   /* layers + 1 activations, rows x width */
+    float *da, *db, *y, *teacher;
+    double fwd_s, bwd_s; /* calibrated per-layer compute (sleep mode) */
+    double compute_s;
+};
+
+/* fsdp_train_args.c: 0 run; 1 --help was printed; -1 a usage error was
+ * printed.  world is the number of ranks (for defaults). */
+int train_parse_args(int argc, char **argv, struct opts *o, int world);
+
+/* fsdp_trainer.c */
+double train_now(void);   /* monotonic seconds */
+void train_sleep(double s);
+/* Print why an FSDP call failed (with FSDP's message); returns rc. */
+int trainer_fail(struct trainer *t, const char *call, int rc);
+/* Buffers only (the one-process reference uses them too). */
+int trainer_alloc(struct trainer *t);
+/* The FSDP context with forward prefetch `prefetch`, the layers, the
+ * buffers and, in sleep mode, the sleeps: --sleep-ms, like_t's (so that
+ * runs compared side by side sleep alike), or calibrated.  Collective. */
+int trainer_init(struct trainer *t, const struct opts *o, tide_comm *world, int prefetch,
+                 const struct trainer *like_t);
+void trainer_free(struct trainer *t);
+
+/* fsdp_train_loop.c: train o->steps steps with each of nruns (at most
+ * TRAIN_MAX_RUNS) prefetch depths, the runs' steps taking turns, so that
+ * a noisy machine slows them alike.  Fills st[k][] (loss averaged over
+ * the world) and pure[k], the pure communication of one step; prints
+ * each step on rank 0 when verbose and nruns == 1.  Collective. */
+#define TRAIN_MAX_RUNS 2
+int train_steps(tide_comm *world, const struct opts *o, const int *prefetch, int nruns,
+                struct step_stats *const *st, double *pure, int verbose);
+
+/* fsdp_train_report.c */
+double train_median(double *v, int n); /* sorts v */
+void report_header(const struct opts *o, int n, int prefetch);
+void report_step(const struct opts *o, int s, const struct step_stats *st, double pure);
+void report_summary(const struct opts *o, const struct step_stats *st, double pure);
+/* Prefetch off (a, pure communication pa) and on (b, pb) side by side. */
+void report_compare(const struct opts *o, const struct step_stats *a, double pa,
+                    const struct step_stats *b, double pb, int on);
+
+/* fsdp_train_check.c: rank 0 trains in one process and compares every
+ * step's loss; every rank gets the verdict (0 or TIDE_EMISMATCH). */
+int check_against_one_process(tide_comm *world, const struct opts *o, const struct step_stats *st);
+
+#endif

@@ -1,0 +1,122 @@
+/* fsdp_train_report.c - what tide-fsdp-train prints: the header, a line
+ * per step, the medians of a run, and prefetch off and on side by side. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fsdp_train.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double train_median(double *v, int n)
+{
+    if (n <= 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void report_header(const struct opts *o, int n, int prefetch)
+{
+    printf("tide-fsdp-train: %s", tide_fsdp_strategy_name(o->strategy));
+    if (o->strategy == TIDE_FSDP_HYBRID_SHARD)
+        printf(" (groups of %d)", o->group);
+    printf(" on %d ranks, %d layers of %dx%d + ReLU, %d rows per rank x %d micro-steps, %s, "
+           "prefetch %d, all-gather in %s, compute %s\n",
+           n, o->layers, o->width, o->width, o->batch, o->accum, o->adam ? "adam" : "sgd",
+           prefetch, tide_dtype_name(o->comm_dtype), o->sleep ? "sleep" : "blas");
+}
+
+/* Step time neither computing nor blocked: inside FSDP's calls (posting
+ * collectives, copies, allocation), the data, the loss and the optimizer. */
+static double other_s(const struct step_stats *st)
+{
+    return st->step_s - st->compute_s - st->blocked_s;
+}
+
+void report_step(const struct opts *o, int s, const struct step_stats *st, double pure)
+{
+    char loss[32] = "-";
+    if (!o->sleep)
+        snprintf(loss, sizeof loss, "%.7e", st->loss);
+    printf("step %3d  loss %-13s  step %8.2f ms  compute %8.2f ms  blocked %7.2f ms (fwd %.1f "
+           "bwd %.1f sync %.1f)  other %6.2f ms  overlap %5.1f %%  peak unsharded %zu B\n",
+           s, loss, st->step_s * 1e3, st->compute_s * 1e3, st->blocked_s * 1e3, st->fwd_s * 1e3,
+           st->bwd_s * 1e3, st->sync_s * 1e3, other_s(st) * 1e3,
+           pure > 0 ? 100.0 * (1.0 - st->blocked_s / pure) : 0.0, st->peak);
+    fflush(stdout);
+}
+
+/* Medians over the steps after the first (which pays for warm-up). */
+struct medians {
+    double step, compute, blocked, other;
+    size_t peak; /* the largest of all steps */
+};
+
+static struct medians summarize(const struct opts *o, const struct step_stats *st)
+{
+    int first = o->steps > 1, n = o->steps - first;
+    double *a = malloc(4 * (size_t)(n > 0 ? n : 1) * sizeof *a);
+    struct medians m = {0, 0, 0, 0, 0};
+    if (a == NULL)
+        return m;
+    for (int i = 0; i < n; i++) {
+        a[i] = st[first + i].step_s;
+        a[n + i] = st[first + i].compute_s;
+        a[2 * n + i] = st[first + i].blocked_s;
+        a[3 * n + i] = other_s(&st[first + i]);
+    }
+    for (int s = 0; s < o->steps; s++)
+        m.peak = st[s].peak > m.peak ? st[s].peak : m.peak;
+    m.step = train_median(a, n);
+    m.compute = train_median(a + n, n);
+    m.blocked = train_median(a + 2 * n, n);
+    m.other = train_median(a + 3 * n, n);
+    free(a);
+    return m;
+}
+
+void report_summary(const struct opts *o, const struct step_stats *st, double pure)
+{
+    struct medians m = summarize(o, st);
+    printf("median of steps %d..%d: step %.2f ms, compute %.2f ms, blocked %.2f ms = %.1f %% of "
+           "the pure communication (%.2f ms) exposed, %.1f %% of the step, overlap %.1f %%; "
+           "other %.2f ms; peak unsharded %zu B",
+           o->steps > 1, o->steps - 1, m.step * 1e3, m.compute * 1e3, m.blocked * 1e3,
+           100.0 * m.blocked / pure, pure * 1e3, 100.0 * m.blocked / m.step,
+           100.0 * (1.0 - m.blocked / pure), m.other * 1e3, m.peak);
+    if (o->budget)
+        printf(" (budget %zu B)", o->budget);
+    printf("\n");
+}
+
+static void compare_line(const char *name, const struct medians *m, double pure)
+{
+    printf("%-12s step %8.2f ms  compute %8.2f ms  blocked %7.2f ms (%5.1f %% of %.2f ms comm, "
+           "%4.1f %% of the step)  other %6.2f ms  peak %zu B\n",
+           name, m->step * 1e3, m->compute * 1e3, m->blocked * 1e3, 100 * m->blocked / pure,
+           pure * 1e3, 100 * m->blocked / m->step, m->other * 1e3, m->peak);
+}
+
+void report_compare(const struct opts *o, const struct step_stats *a, double pa,
+                    const struct step_stats *b, double pb, int on)
+{
+    char name[32];
+    printf("step | prefetch off: step ms  blocked ms  overlap %% | prefetch %d: step ms  "
+           "blocked ms  overlap %%\n", on);
+    for (int s = 0; s < o->steps; s++)
+        printf("%4d | %22.2f %11.2f %9.1f | %19.2f %11.2f %9.1f\n", s, a[s].step_s * 1e3,
+               a[s].blocked_s * 1e3, 100 * (1 - a[s].blocked_s / pa), b[s].step_s * 1e3,
+               b[s].blocked_s * 1e3, 100 * (1 - b[s].blocked_s / pb));
+    struct medians ma = summarize(o, a), mb = summarize(o, b);
+    printf("medians of steps %d..%d, the two runs' steps taking turns:\n", o->steps > 1,
+           o->steps - 1);
+    compare_line("prefetch off", &ma, pa);
+    snprintf(name, sizeof name, "prefetch %d", on);
+    compare_line(name, &mb, pb);
+    printf("prefetch %d is %.2fx as fast as no prefetch (median step off / on)\n", on,
+           ma.step / mb.step);
+}
