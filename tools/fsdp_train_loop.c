@@ -8,6 +8,24 @@
 #include "fsdp_mlp.h"
 #include "fsdp_train.h"
 
+/* Compute starts: timed for the report, and a region of the TIDE_TRACE
+ * timeline (so the trace shows the gathers running under it). */
+static double compute_begin(struct trainer *t, const char *what, int layer)
+{
+    if (tide_trace_enabled(t->world)) {
+        char label[32];
+        snprintf(label, sizeof label, layer < 0 ? "%s" : "%s %d", what, layer);
+        tide_trace_begin(t->world, label);
+    }
+    return train_now();
+}
+
+static void compute_end(struct trainer *t, double c0)
+{
+    t->compute_s += train_now() - c0;
+    tide_trace_end(t->world);
+}
+
 static int forward(struct trainer *t, int step, int micro, double *loss)
 {
     const struct opts *o = t->o;
@@ -17,21 +35,21 @@ static int forward(struct trainer *t, int step, int micro, double *loss)
     if ((rc = tide_fsdp_begin_forward(t->f)) != 0)
         return trainer_fail(t, "begin_forward", rc);
     if (!o->sleep) {
-        double c0 = train_now();
+        double c0 = compute_begin(t, "batch", -1);
         mlp_batch(t->act[0], t->y, t->teacher, o->width, t->rows, o->seed, step,
                   (long)chunk * t->rows);
-        t->compute_s += train_now() - c0;
+        compute_end(t, c0);
     }
     for (int l = 0; l < o->layers; l++) {
         float *w;
         if ((rc = tide_fsdp_acquire(t->f, l, &w)) != 0)
             return trainer_fail(t, "acquire", rc);
-        double c0 = train_now();
+        double c0 = compute_begin(t, "forward", l);
         if (o->sleep)
             train_sleep(t->fwd_s);
         else
             mlp_forward(w, t->act[l], t->act[l + 1], o->width, t->rows, l < o->layers - 1);
-        t->compute_s += train_now() - c0;
+        compute_end(t, c0);
         if ((rc = tide_fsdp_release(t->f, l)) != 0)
             return trainer_fail(t, "release", rc);
     }
@@ -51,13 +69,13 @@ static int backward(struct trainer *t)
         float *w, *g;
         if ((rc = tide_fsdp_acquire(t->f, l, &w)) != 0 || (rc = tide_fsdp_grad(t->f, l, &g)) != 0)
             return trainer_fail(t, "acquire/grad", rc);
-        double c0 = train_now();
+        double c0 = compute_begin(t, "backward", l);
         if (o->sleep)
             train_sleep(t->bwd_s);
         else
             mlp_backward(w, t->act[l], t->act[l + 1], t->da, l > 0 ? t->db : NULL, g, o->width,
                          t->rows, l < o->layers - 1);
-        t->compute_s += train_now() - c0;
+        compute_end(t, c0);
         if ((rc = tide_fsdp_grad_ready(t->f, l)) != 0 || (rc = tide_fsdp_release(t->f, l)) != 0)
             return trainer_fail(t, "grad_ready/release", rc);
         float *swap = t->da;
