@@ -11,7 +11,8 @@
  * The progress thread's loop:
  *     someone waits?           park (futex on `waiters`, short slices)
  *     lock busy?               a caller is posting: nap briefly
- *     otherwise                drive: turn while there is work, spin up
+ *     otherwise                drive: turn while there is work, spin
+ *                              (yielding the core on each idle pass) up
  *                              to TIDE_SPIN_US while operations pend,
  *                              then let go and sleep in io_uring_enter
  *                              (touching neither ring) until a
@@ -201,14 +202,17 @@ void tide__progress_drive_until(struct tide__ctx *ctx, tide_req *req, uint64_t d
                                 uint64_t spin_end)
 {
     for (;;) {
-        tide__progress_turn(ctx, 0);
+        int moved = tide__progress_turn(ctx, 0);
         if (tide__req_is_done(req))
             return;
         uint64_t now = tide__now_ns();
         if (now >= deadline)
             return;
-        if (now < spin_end)
+        if (now < spin_end) {
+            if (!moved)
+                tide__spin_yield(); /* the peer we wait for may need this core */
             continue;
+        }
         uint64_t left = deadline == UINT64_MAX ? UINT64_MAX : deadline - now;
         /* Bounded so other waiters get a turn at driving now and then. */
         block_in_ring(ctx, ctx->inline_mode || left < SLEEP_CAP_NS ? left : SLEEP_CAP_NS);
@@ -229,7 +233,7 @@ static void drive_while_needed(struct tide__ctx *ctx)
         }
         if (!ctx->nactive || tide__now_ns() - idle_since >= ctx->spin_ns)
             return;
-        tide__cpu_relax();
+        tide__spin_yield(); /* a computing caller may need this core */
     }
 }
 
