@@ -21,6 +21,7 @@ struct tide__reactor {
     int ready;              /* ring initialized */
     unsigned inflight;      /* submitted, CQE not yet seen */
     const char *flags_name; /* which ring flags the kernel accepted */
+    bool shared;            /* driven by several threads: no taskrun flags */
 };
 
 /* Create the ring.  A ring used by one thread only tries
@@ -45,7 +46,8 @@ struct io_uring_sqe *tide__reactor_sqe(struct tide__reactor *r, struct tide__uop
 
 /* Submit what is queued, wait up to wait_ns for a completion (0: don't
  * wait; UINT64_MAX: no limit), and run the completions that are ready,
- * at most a bounded batch.  Returns how many ran (>= 0). */
+ * at most a bounded batch.  Returns how many ran (>= 0).  On a shared
+ * ring a look (wait_ns 0) with nothing to submit is no system call. */
 int tide__reactor_run(struct tide__reactor *r, uint64_t wait_ns);
 
 /* Sleep until a completion is ready or wait_ns passed, without touching
