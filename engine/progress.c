@@ -169,9 +169,12 @@ void tide__progress_release(struct tide__ctx *ctx)
 {
     if (ctx->inline_mode)
         return;
-    /* Whoever drives next may be asleep: leave nothing half done. */
+    /* Whoever drives next may be asleep: leave nothing half done.  A
+     * progress thread asleep in the ring submits nothing until it wakes,
+     * so then even a lazy submission must go now; any other next driver
+     * submits it in its first turn. */
     tide__ctx_deliver(ctx);
-    io_uring_submit(&ctx->reactor.ring);
+    tide__reactor_flush(&ctx->reactor, atomic_load(&ctx->sleeping));
     pthread_mutex_unlock(&ctx->drive_lock);
 }
 
