@@ -70,10 +70,9 @@ int tide_wait(tide_req *req, int timeout_ms)
     if (ctx->inline_mode)
         return wait_driving(req, deadline);
     /* Announce ourselves so the progress thread parks and we drive. */
-    atomic_fetch_add(&ctx->waiters, 1);
+    tide__progress_wait_begin(ctx);
     int rc = wait_driving(req, deadline);
-    atomic_store(&ctx->last_wait_ns, tide__now_ns());
-    atomic_fetch_sub(&ctx->waiters, 1);
+    tide__progress_wait_end(ctx);
     return rc;
 }
 
