@@ -50,7 +50,7 @@
  * waits, which drives everything itself), it looks twice as rarely each
  * time, up to LOOK_MAX_NS: every look wakes a thread on cores the callers
  * are using, and looking every 200 us made a thread-mode 2-rank 8 B
- * allreduce ~1.5-2x slower than never looking (measured here,
+ * allreduce 1.3-2x slower than never looking (measured here,
  * interleaved runs).  During one long wait it keeps looking every
  * GRACE_NS: the caller may come out into compute with work pending, and
  * looking late then cost 4-rank 4 MiB allreduce half its overlap with
