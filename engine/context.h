@@ -132,6 +132,7 @@ struct tide__ctx {
     pthread_mutex_t drive_lock; /* thread mode: its holder drives the reactor */
     _Atomic uint32_t waiters;   /* thread mode: callers inside tide_wait */
     _Atomic uint64_t last_wait_ns; /* when a caller last left tide_wait */
+    _Atomic bool work_pending;  /* operations were active when the last driver let go */
     pthread_t thread;
     bool thread_started;
     struct tide__mpsc cmds;
@@ -318,6 +319,12 @@ void tide__progress_release(struct tide__ctx *ctx);
  * spinning until spin_end, then sleeping in the ring. */
 void tide__progress_drive_until(struct tide__ctx *ctx, tide_req *req, uint64_t deadline,
                                 uint64_t spin_end);
+
+/* Thread mode, around a caller's wait: while any caller waits the
+ * progress thread parks; the last one out wakes it if operations are
+ * still pending, so that they move on in the background at once. */
+void tide__progress_wait_begin(struct tide__ctx *ctx);
+void tide__progress_wait_end(struct tide__ctx *ctx);
 
 /* Any thread: submit an ABORT/STOP command and wait until it is handled. */
 void tide__progress_command_sync(struct tide__ctx *ctx, enum tide__cmd_kind kind);

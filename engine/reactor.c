@@ -45,6 +45,7 @@ int tide__reactor_init(struct tide__reactor *r, bool shared, char *err, size_t e
         rc = io_uring_queue_init_params(RING_ENTRIES, &r->ring, &p);
         if (rc == 0) {
             r->ready = 1;
+            r->shared = shared;
             r->flags_name = ring_modes[i].name;
             return 0;
         }
@@ -74,11 +75,12 @@ void tide__reactor_fini(struct tide__reactor *r)
     r->ready = 0;
 }
 
-struct io_uring_sqe *tide__reactor_sqe(struct tide__reactor *r, struct tide__uop *uop)
+struct io_uring_sqe *tide__reactor_sqe_lazy(struct tide__reactor *r, struct tide__uop *uop)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
     while (!sqe) {
         /* Full: hand the queued ones to the kernel to make room. */
+        r->eager = 0;
         io_uring_submit(&r->ring);
         sqe = io_uring_get_sqe(&r->ring);
     }
@@ -87,8 +89,31 @@ struct io_uring_sqe *tide__reactor_sqe(struct tide__reactor *r, struct tide__uop
     return sqe;
 }
 
+struct io_uring_sqe *tide__reactor_sqe(struct tide__reactor *r, struct tide__uop *uop)
+{
+    struct io_uring_sqe *sqe = tide__reactor_sqe_lazy(r, uop);
+    r->eager++;
+    return sqe;
+}
+
+void tide__reactor_flush(struct tide__reactor *r, bool all)
+{
+    if (r->eager || all)
+        io_uring_submit(&r->ring);
+    r->eager = 0;
+}
+
+/* A shared ring has no taskrun flags: the kernel interrupts the
+ * submitting thread to post its completions, so the completion ring is
+ * up to date without entering the kernel, and a spinning waiter's look
+ * costs a memory read instead of a system call (io_uring_submit enters
+ * only when something is queued).  The other rings run completion work
+ * only inside io_uring_enter. */
 static int enter(struct tide__reactor *r, uint64_t wait_ns)
 {
+    r->eager = 0; /* every path below submits all that is queued */
+    if (wait_ns == 0 && r->shared)
+        return io_uring_submit(&r->ring);
     if (wait_ns == 0)
         return io_uring_submit_and_get_events(&r->ring);
     struct io_uring_cqe *cqe;

@@ -1,8 +1,10 @@
-/* waiter.c - the futex system call, wrapped.  glibc has no wrapper. */
+/* waiter.c - the futex system call, wrapped (glibc has no wrapper), and
+ * the pause of a spin loop. */
 #include "engine/waiter.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -27,4 +29,9 @@ int tide__futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout
 void tide__futex_wake(_Atomic uint32_t *word)
 {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+void tide__spin_yield(void)
+{
+    sched_yield();
 }

@@ -1,5 +1,5 @@
-/* waiter.h - sleeping on a 32-bit word (Linux futex), for threads that
- * have spun long enough.  Private to the process. */
+/* waiter.h - spinning politely, and sleeping on a 32-bit word (Linux
+ * futex) for threads that have spun long enough.  Private to the process. */
 #ifndef TIDE_WAITER_H
 #define TIDE_WAITER_H
 
@@ -13,14 +13,13 @@ int tide__futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout
 /* Wake every thread sleeping on word. */
 void tide__futex_wake(_Atomic uint32_t *word);
 
-/* A pause instruction for spin loops (lets the sibling hyperthread run). */
-static inline void tide__cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
+/* One idle pass of a spin loop: hand the core to any thread that wants
+ * it.  With more threads than cores (4 ranks, each with a progress
+ * thread, on 2 cores) the peer a waiter spins for is often runnable but
+ * not running, and a pause instruction would burn the rest of the time
+ * slice it needs; sched_yield lets it run now, and returns at once when
+ * nobody else wants the core, so a waiter alone on its core loses only
+ * the system call (under a microsecond). */
+void tide__spin_yield(void);
 
 #endif

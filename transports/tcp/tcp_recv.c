@@ -22,7 +22,10 @@ static void submit_stage(struct tcp_conn *c)
         c->stage_pos = 0;
         c->stage_len = rest;
     }
-    struct io_uring_sqe *sqe = tide__reactor_sqe(&c->tp->base.ctx->reactor, &c->rx_uop);
+    /* Lazy: in thread mode the waiter that just got its message lets go
+     * of the reactor without a system call for this; the next turn
+     * submits it. */
+    struct io_uring_sqe *sqe = tide__reactor_sqe_lazy(&c->tp->base.ctx->reactor, &c->rx_uop);
     io_uring_prep_recv(sqe, c->fd, c->stage + rest, TCP_STAGE_BYTES - rest, 0);
     c->tp->kernel_ops++;
     c->rx_busy = true;
