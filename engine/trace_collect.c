@@ -163,6 +163,10 @@ static int write_tail(FILE *f, const char *path)
 static void write_own(struct tide__collect *c, const char *why)
 {
     struct tide__ctx *ctx = c->ctx;
+    if (c->json.failed) { /* half a text is not JSON: write nothing */
+        tide__log(TIDE_LOG_ERROR, ctx->rank, "TIDE_TRACE: out of memory; this rank's events are lost");
+        return;
+    }
     char path[sizeof ctx->trace->path + 32];
     snprintf(path, sizeof path, "%s.rank%d.json", ctx->trace->path, ctx->rank);
     tide__log(TIDE_LOG_WARN, ctx->rank, "TIDE_TRACE: %s; this rank's events go to %s", why, path);
