@@ -126,6 +126,19 @@ static int run_queued(struct tide__ctx *ctx, int limit)
     return n;
 }
 
+/* Connections whose receive is not armed in the kernel: see
+ * transports/tcp/tcp_recv.c for why a spinning driver reads them itself. */
+static int poll_transport(struct tide__ctx *ctx)
+{
+    return ctx->tp->ops->poll ? ctx->tp->ops->poll(ctx->tp) : 0;
+}
+
+static void arm_transport(struct tide__ctx *ctx)
+{
+    if (ctx->tp->ops->arm)
+        ctx->tp->ops->arm(ctx->tp);
+}
+
 int tide__progress_turn(struct tide__ctx *ctx, uint64_t wait_ns)
 {
     int n = run_queued(ctx, COMMANDS_PER_TURN);
@@ -133,8 +146,11 @@ int tide__progress_turn(struct tide__ctx *ctx, uint64_t wait_ns)
         return n + tide__ctx_deliver(ctx);
     n += tide__timer_heap_expire(ctx->timers, tide__now_ns());
     n += tide__ctx_deliver(ctx);
+    n += poll_transport(ctx);
     if (n)
         wait_ns = 0; /* new submissions to push out; don't sleep first */
+    else if (wait_ns)
+        arm_transport(ctx); /* arrivals must wake the ring we sleep in */
     n += tide__reactor_run(&ctx->reactor, wait_ns);
     n += tide__ctx_deliver(ctx);
     return n;
@@ -186,11 +202,13 @@ void tide__progress_release(struct tide__ctx *ctx)
     if (ctx->inline_mode)
         return;
     /* Whoever drives next may be asleep: leave nothing half done.  A
-     * progress thread asleep in the ring submits nothing until it wakes,
-     * so then even a lazy submission must go now; any other next driver
-     * submits it in its first turn. */
+     * progress thread asleep in the ring looks at nothing until an
+     * arrival wakes it, so then every connection gets a kernel receive;
+     * otherwise it takes over within GRACE_NS and reads them itself. */
     tide__ctx_deliver(ctx);
-    tide__reactor_flush(&ctx->reactor, atomic_load(&ctx->sleeping));
+    if (atomic_load(&ctx->sleeping))
+        arm_transport(ctx);
+    tide__reactor_flush(&ctx->reactor);
     atomic_store(&ctx->work_pending, ctx->nactive || !tide__mpsc_empty(&ctx->cmds));
     pthread_mutex_unlock(&ctx->drive_lock);
 }

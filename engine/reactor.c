@@ -75,12 +75,11 @@ void tide__reactor_fini(struct tide__reactor *r)
     r->ready = 0;
 }
 
-struct io_uring_sqe *tide__reactor_sqe_lazy(struct tide__reactor *r, struct tide__uop *uop)
+struct io_uring_sqe *tide__reactor_sqe(struct tide__reactor *r, struct tide__uop *uop)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
     while (!sqe) {
         /* Full: hand the queued ones to the kernel to make room. */
-        r->eager = 0;
         io_uring_submit(&r->ring);
         sqe = io_uring_get_sqe(&r->ring);
     }
@@ -89,18 +88,10 @@ struct io_uring_sqe *tide__reactor_sqe_lazy(struct tide__reactor *r, struct tide
     return sqe;
 }
 
-struct io_uring_sqe *tide__reactor_sqe(struct tide__reactor *r, struct tide__uop *uop)
+void tide__reactor_flush(struct tide__reactor *r)
 {
-    struct io_uring_sqe *sqe = tide__reactor_sqe_lazy(r, uop);
-    r->eager++;
-    return sqe;
-}
-
-void tide__reactor_flush(struct tide__reactor *r, bool all)
-{
-    if (r->eager || all)
+    if (io_uring_sq_ready(&r->ring))
         io_uring_submit(&r->ring);
-    r->eager = 0;
 }
 
 /* A shared ring has no taskrun flags: the kernel interrupts the
@@ -111,7 +102,6 @@ void tide__reactor_flush(struct tide__reactor *r, bool all)
  * only inside io_uring_enter. */
 static int enter(struct tide__reactor *r, uint64_t wait_ns)
 {
-    r->eager = 0; /* every path below submits all that is queued */
     if (wait_ns == 0 && r->shared)
         return io_uring_submit(&r->ring);
     if (wait_ns == 0)

@@ -22,7 +22,6 @@ struct tide__reactor {
     unsigned inflight;      /* submitted, CQE not yet seen */
     const char *flags_name; /* which ring flags the kernel accepted */
     bool shared;            /* driven by several threads: no taskrun flags */
-    unsigned eager;         /* queued SQEs that tide__reactor_flush must submit */
 };
 
 /* Create the ring.  A ring used by one thread only tries
@@ -45,16 +44,9 @@ void tide__reactor_fini(struct tide__reactor *r);
  * user_data already pointing at uop.  Never NULL. */
 struct io_uring_sqe *tide__reactor_sqe(struct tide__reactor *r, struct tide__uop *uop);
 
-/* Like tide__reactor_sqe, for a submission that may wait in the queue
- * until the next turn: tide__reactor_flush leaves it there unless told to
- * push everything.  For re-arming a connection's staging receive, which
- * nobody needs before someone drives again: a round trip then costs one
- * io_uring_enter less in thread mode. */
-struct io_uring_sqe *tide__reactor_sqe_lazy(struct tide__reactor *r, struct tide__uop *uop);
-
-/* Submit what is queued if any of it is eager (or `all`), without
- * waiting or running completions: for a thread that stops driving. */
-void tide__reactor_flush(struct tide__reactor *r, bool all);
+/* Submit what is queued, without waiting or running completions: for a
+ * thread that stops driving. */
+void tide__reactor_flush(struct tide__reactor *r);
 
 /* Submit what is queued, wait up to wait_ns for a completion (0: don't
  * wait; UINT64_MAX: no limit), and run the completions that are ready,

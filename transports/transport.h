@@ -70,6 +70,14 @@ struct tide__transport_ops {
     const char *(*peer_reason)(struct tide__transport *tp, int peer);
     /* Fail everything with err and close all connections, promptly. */
     void (*abort)(struct tide__transport *tp, int err);
+    /* A driver spins: move what already arrived without waiting on the
+     * kernel ring (non-blocking reads).  Returns how many connections
+     * made progress.  NULL when the transport has nothing to poll. */
+    int (*poll)(struct tide__transport *tp);
+    /* A driver is about to sleep in the ring, or leaves it to a thread
+     * that sleeps there: make sure every arrival will complete a kernel
+     * operation (and so wake the ring).  NULL: always so. */
+    void (*arm)(struct tide__transport *tp);
     /* Messages and kernel operations still outstanding. */
     unsigned (*outstanding)(struct tide__transport *tp);
     /* Free it; only once outstanding() is 0 or after abort and drain. */

@@ -39,7 +39,7 @@ void tcp_conn_lost(struct tcp_conn *c, const char *fmt, ...)
     if (c->fd >= 0)
         shutdown(c->fd, SHUT_RDWR);
     tcp_send_fail_all(c);
-    tcp_recv_fail_all(c);
+    tcp_recv_lost(c);
 }
 
 void tcp_unexpected_freed(struct tide__tcp *tp)
@@ -124,6 +124,24 @@ static void abort_all(struct tide__transport *base, int err)
     }
 }
 
+static int poll_idle(struct tide__transport *base)
+{
+    struct tide__tcp *tp = tcp_of(base);
+    int n = 0;
+    for (int p = 0; p < tp->size; p++)
+        if (tp->conns[p].fd >= 0)
+            n += tcp_recv_poll(&tp->conns[p]);
+    return n;
+}
+
+static void arm_idle(struct tide__transport *base)
+{
+    struct tide__tcp *tp = tcp_of(base);
+    for (int p = 0; p < tp->size; p++)
+        if (tp->conns[p].fd >= 0)
+            tcp_recv_arm(&tp->conns[p]);
+}
+
 static unsigned outstanding(struct tide__transport *base)
 {
     return tcp_of(base)->kernel_ops;
@@ -160,6 +178,8 @@ static const struct tide__transport_ops tcp_ops = {
     .withdraw = withdraw,
     .peer_reason = peer_reason,
     .abort = abort_all,
+    .poll = poll_idle,
+    .arm = arm_idle,
     .outstanding = outstanding,
     .destroy = destroy,
 };

@@ -5,7 +5,9 @@
  * time: io_uring does not keep order between several sends on a socket,
  * and a short send would leave a hole in the stream.
  *
- * Receiving: bytes land in a small staging buffer; headers are parsed
+ * Receiving: bytes land in a small staging buffer (read by the thread
+ * that drives, or by a kernel receive armed before it sleeps: see
+ * tcp_recv.c); headers are parsed
  * there and small payloads copied out.  When the rest of a payload is
  * large, the next receive goes straight into its destination (the user's
  * buffer, or an unexpected-message buffer), so big messages are never
@@ -63,7 +65,8 @@ struct tcp_conn {
     size_t rx_left;               /* payload bytes still to come */
     bool rx_direct;               /* the kernel writes into rx_dst */
     bool rx_cancelled;            /* rx_msg was withdrawn mid-receive */
-    bool rx_busy;
+    bool rx_busy;                 /* a kernel receive is armed */
+    bool rx_idle;                 /* the stage wants bytes; none armed */
     bool parked;                  /* frame waits for room in the pool */
     struct tide__uop rx_uop;
 
@@ -95,6 +98,14 @@ void tcp_send_fail_all(struct tcp_conn *c);
 /* tcp_recv.c */
 void tcp_recv_complete(struct tide__uop *uop, int res);
 void tcp_recv_start(struct tcp_conn *c);
+/* A driver spins: if the stage waits for bytes someone needs (a posted
+ * receive, a frame half in), read them with a non-blocking recv().
+ * Returns 1 when something happened (bytes, end, error), else 0. */
+int tcp_recv_poll(struct tcp_conn *c);
+/* A driver is about to sleep: give an idle stage a kernel receive. */
+void tcp_recv_arm(struct tcp_conn *c);
+/* The connection was just lost: fail what depends on its receiving half. */
+void tcp_recv_lost(struct tcp_conn *c);
 void tcp_recv_post(struct tcp_conn *c, tide__msg *m);
 int tcp_recv_withdraw(struct tcp_conn *c, tide__msg *m);
 void tcp_recv_unpark(struct tcp_conn *c);
