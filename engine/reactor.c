@@ -18,7 +18,8 @@ static const struct {
     unsigned flags;
     const char *name;
 } ring_modes[] = {
-    {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, "single-issuer+defer-taskrun"},
+    {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+     "single-issuer+defer-taskrun"},
     {IORING_SETUP_COOP_TASKRUN, "coop-taskrun"},
     {0, "plain"},
 };
@@ -94,15 +95,27 @@ void tide__reactor_flush(struct tide__reactor *r)
         io_uring_submit(&r->ring);
 }
 
+/* TASKRUN_FLAG: the kernel raises IORING_SQ_TASKRUN while completion
+ * work waits for us to enter the ring.  Without it, every spin pass must
+ * enter just in case (a system call each). */
+static bool completion_work_pending(struct tide__reactor *r)
+{
+    if (!(r->ring.flags & IORING_SETUP_TASKRUN_FLAG))
+        return true;
+    unsigned flags = io_uring_smp_load_acquire(r->ring.sq.kflags);
+    return flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW);
+}
+
 /* A shared ring has no taskrun flags: the kernel interrupts the
  * submitting thread to post its completions, so the completion ring is
  * up to date without entering the kernel, and a spinning waiter's look
  * costs a memory read instead of a system call (io_uring_submit enters
  * only when something is queued).  The other rings run completion work
- * only inside io_uring_enter. */
+ * only inside io_uring_enter, which a look skips while the kernel says
+ * there is none (TASKRUN_FLAG). */
 static int enter(struct tide__reactor *r, uint64_t wait_ns)
 {
-    if (wait_ns == 0 && r->shared)
+    if (wait_ns == 0 && (r->shared || !completion_work_pending(r)))
         return io_uring_submit(&r->ring);
     if (wait_ns == 0)
         return io_uring_submit_and_get_events(&r->ring);
