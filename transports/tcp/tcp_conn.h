@@ -14,7 +14,8 @@
  * copied in user space.
  *
  * Sending: queued messages go out in batches, one sendmsg with an iovec
- * per header and per payload, straight from the user's buffers. */
+ * per header and per payload, straight from the user's buffers; small
+ * batches by a direct non-blocking call, the rest through the ring. */
 #ifndef TIDE_TCP_CONN_H
 #define TIDE_TCP_CONN_H
 
@@ -29,6 +30,7 @@
 #define TCP_STAGE_BYTES (16 * 1024)   /* staging buffer per connection */
 #define TCP_DIRECT_MIN (4 * 1024)     /* payload rest received in place */
 #define TCP_MAX_SUBMIT (1u << 30)     /* io_uring results are ints */
+#define TCP_SEND_NOW_MAX (64 * 1024)  /* batches sent without the ring */
 
 struct tide__tcp;
 

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 /* Give the kernel what is left of the batch, at most TCP_MAX_SUBMIT bytes
  * (a CQE's result is an int). */
@@ -37,11 +38,9 @@ static void add_iov(struct tcp_conn *c, void *base, size_t len)
     c->tx_iov_n++;
 }
 
-/* Move up to a batch of queued messages into the kernel. */
-static void start_batch(struct tcp_conn *c)
+/* Take up to a batch of queued messages off the queue. */
+static void fill_batch(struct tcp_conn *c)
 {
-    if (c->tx_busy || !c->sq.head || c->lost)
-        return;
     c->ntx = c->tx_next = 0;
     c->tx_iov_first = c->tx_iov_n = 0;
     c->tx_sent = c->tx_total = 0;
@@ -56,7 +55,6 @@ static void start_batch(struct tcp_conn *c)
         c->tx_end[i] = c->tx_total;
         c->tx[i] = m;
     }
-    submit(c);
 }
 
 /* Drop n sent bytes from the front of the iovec list. */
@@ -74,6 +72,46 @@ static void advance(struct tcp_conn *c, size_t n)
     }
 }
 
+/* n more bytes of the batch are in the kernel's hands. */
+static void sent(struct tcp_conn *c, size_t n)
+{
+    c->tx_sent += n;
+    advance(c, n);
+    while (c->tx_next < c->ntx && c->tx_end[c->tx_next] <= c->tx_sent)
+        tide__msg_done(c->tp->base.ctx, c->tx[c->tx_next++], 0);
+}
+
+/* A small batch goes out at once with a non-blocking sendmsg from the
+ * driving thread: through the ring the same send costs a submission and
+ * a completion to reap, and its completion is seen a turn later.
+ * Returns true when the whole batch went; otherwise the ring sends the
+ * rest (and reports any error). */
+static bool send_now(struct tcp_conn *c)
+{
+    if (c->tx_total > TCP_SEND_NOW_MAX)
+        return false;
+    struct msghdr mh = {.msg_iov = c->tx_iov, .msg_iovlen = c->tx_iov_n};
+    ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n <= 0)
+        return false;
+    sent(c, (size_t)n);
+    return c->tx_sent == c->tx_total;
+}
+
+/* Move queued messages into the kernel, a batch at a time, until one
+ * has to wait for the ring. */
+static void start_batch(struct tcp_conn *c)
+{
+    while (!c->tx_busy && c->sq.head && !c->lost) {
+        fill_batch(c);
+        if (!send_now(c)) {
+            submit(c);
+            return;
+        }
+        c->ntx = c->tx_next = 0;
+    }
+}
+
 static void fail_batch(struct tcp_conn *c)
 {
     struct tide__ctx *ctx = c->tp->base.ctx;
@@ -85,7 +123,6 @@ static void fail_batch(struct tcp_conn *c)
 void tcp_send_complete(struct tide__uop *uop, int res)
 {
     struct tcp_conn *c = container_of(uop, struct tcp_conn, tx_uop);
-    struct tide__ctx *ctx = c->tp->base.ctx;
     c->tx_busy = false;
     c->tp->kernel_ops--;
 
@@ -102,11 +139,7 @@ void tcp_send_complete(struct tide__uop *uop, int res)
         tcp_send_fail_all(c);
         return;
     }
-    c->tx_sent += (size_t)res;
-    advance(c, (size_t)res);
-    /* Messages whose last byte is in the kernel's hands are done. */
-    while (c->tx_next < c->ntx && c->tx_end[c->tx_next] <= c->tx_sent)
-        tide__msg_done(ctx, c->tx[c->tx_next++], 0);
+    sent(c, (size_t)res);
     if (c->tx_sent < c->tx_total) {
         submit(c); /* a short send: the rest, in order */
         return;
