@@ -110,7 +110,11 @@ static int train_step(struct trainer *t, int step, double *loss)
 }
 
 /* The step's collectives with no compute: acquire/release everything,
- * make zero gradients ready, sync; no optimizer step. */
+ * make zero gradients ready, sync, and tell FSDP the parameters changed
+ * without changing them.  That last call stands for the optimizer step:
+ * it is what makes SHARD_GRAD_OP re-gather in the next forward, so
+ * without it the replays of that strategy would gather nothing in
+ * forward and measure less communication than a real step does. */
 static int replay_step(struct trainer *t)
 {
     int rc = tide_fsdp_begin_forward(t->f);
@@ -126,6 +130,8 @@ static int replay_step(struct trainer *t)
             rc = tide_fsdp_release(t->f, l);
     if (rc == 0)
         rc = tide_fsdp_sync_gradients(t->f);
+    if (rc == 0)
+        rc = tide_fsdp_params_updated(t->f);
     return rc ? trainer_fail(t, "replay", rc) : 0;
 }
 
