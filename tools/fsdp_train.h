@@ -63,7 +63,8 @@ void trainer_free(struct trainer *t);
  * TRAIN_MAX_RUNS) prefetch depths, the runs' steps taking turns, so that
  * a noisy machine slows them alike.  Fills st[k][] (loss averaged over
  * the world) and pure[k], the pure communication of one step; prints
- * each step on rank 0 when verbose and nruns == 1.  Collective. */
+ * each step on rank 0 when verbose and nruns == 1, after the last step
+ * (nothing between steps but FSDP and the bookkeeping).  Collective. */
 #define TRAIN_MAX_RUNS 2
 int train_steps(tide_comm *world, const struct opts *o, const int *prefetch, int nruns,
                 struct step_stats *const *st, double *pure, int verbose);
