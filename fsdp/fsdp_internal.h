@@ -118,6 +118,16 @@ size_t tide__fsdp_spare_bytes(const tide_fsdp *f);
  * holds (gather.c); run at sync and before parameters change. */
 int tide__fsdp_settle_params(tide_fsdp *f, int params_changed);
 
+/* The unit the next forward is expected to acquire first, or -1
+ * (gather.c). */
+int tide__fsdp_next_forward_first(const tide_fsdp *f);
+
+/* Cross-step prefetch: the unit's shard is final for the next forward,
+ * so start its all-gather now, as begin_forward would, if forward
+ * prefetch is on, nothing is gathered yet and it fits the budget; else
+ * do nothing (gather.c).  Returns 0 or the all-gather's error. */
+int tide__fsdp_gather_ahead(tide_fsdp *f, int unit);
+
 /* Test reductions in flight and start follow-ups, without blocking
  * (reduce.c). */
 int tide__fsdp_pump(tide_fsdp *f);

@@ -4,7 +4,8 @@
  * The chain: each pass has a plan, the order in which units are expected
  * (forward: what the previous forward recorded, else registration order;
  * backward: this forward reversed).  begin_forward starts the first
- * unit's gather; acquiring the unit at plan position i starts its own
+ * unit's gather (unless the optimizer step already did: gather_ahead,
+ * called from optim.c once that unit's shard is final); acquiring the unit at plan position i starts its own
  * gather if nobody did, waits for it, and then starts the gathers of
  * positions i+1 .. i+k that fit the budget, to overlap its compute.
  *
@@ -193,6 +194,30 @@ int tide__fsdp_settle_params(tide_fsdp *f, int params_changed)
             u->pstate = PARAMS_SHARDED;
     }
     return rc;
+}
+
+int tide__fsdp_next_forward_first(const tide_fsdp *f)
+{
+    /* The order begin_forward will plan: the forward that just ended,
+     * else the one before, else registration order. */
+    if (f->record_len > 0)
+        return f->record[0];
+    if (f->last_forward_len > 0)
+        return f->last_forward[0];
+    return f->nunits > 0 ? 0 : -1;
+}
+
+int tide__fsdp_gather_ahead(tide_fsdp *f, int unit)
+{
+    /* Only what begin_forward itself would start: nothing without
+     * prefetch, and only if it fits now (never make room: the units
+     * dropped would have to be gathered again). */
+    if (f->cfg.strategy == TIDE_FSDP_NO_SHARD || f->cfg.forward_prefetch == 0 || unit < 0)
+        return 0;
+    struct tide__fsdp_unit *u = &f->units[unit];
+    if (u->pstate != PARAMS_SHARDED || !fits(f, gather_cost(u)))
+        return 0;
+    return start_gather(f, unit);
 }
 
 static int copy_order(tide_fsdp *f, int **dst, const int *src, int n, int reverse)

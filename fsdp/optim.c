@@ -1,6 +1,8 @@
 /* optim.c - the local shards seen by an optimizer, and the two provided
  * optimizers, SGD and Adam(W), which only ever touch this rank's shard:
- * optimizer state is sharded exactly like the parameters. */
+ * optimizer state is sharded exactly like the parameters.  The end of
+ * an optimizer step is where the next forward's first all-gather can
+ * start (cross-step prefetch). */
 #include "fsdp/fsdp_internal.h"
 
 #include <math.h>
@@ -29,7 +31,10 @@ int tide_fsdp_params_updated(tide_fsdp *f)
     if (f->phase == PHASE_FORWARD || f->phase == PHASE_BACKWARD)
         return tide__fsdp_fail(f, TIDE_EINVAL, "tide_fsdp_params_updated: not during a pass");
     f->phase = PHASE_IDLE;
-    return tide__fsdp_settle_params(f, 1);
+    int rc = tide__fsdp_settle_params(f, 1);
+    /* Every shard is final now: the next forward's first gather can run
+     * while the trainer prepares its batch. */
+    return rc ? rc : tide__fsdp_gather_ahead(f, tide__fsdp_next_forward_first(f));
 }
 
 static int check_step(tide_fsdp *f, const char *call)
@@ -41,21 +46,58 @@ static int check_step(tide_fsdp *f, const char *call)
     return 0;
 }
 
-int tide_fsdp_sgd(tide_fsdp *f, float lr)
+/* One unit's update by a provided optimizer; 0 or a TIDE_E* code. */
+typedef int (*update_fn)(tide_fsdp *f, struct tide__fsdp_unit *u, const void *arg);
+
+/*
+ * Update every local shard with fn.  The unit the next forward acquires
+ * first goes first and its all-gather starts as soon as its shard is
+ * final (cross-step prefetch): it then runs while the other shards are
+ * updated and while the trainer prepares the next batch, instead of
+ * starting at begin_forward with nothing to hide behind.  The kept full
+ * buffers (SHARD_GRAD_OP) are marked stale before anything changes, so
+ * that gather is the only full copy that is current.
+ */
+static int step_shards(tide_fsdp *f, const char *call, update_fn fn, const void *arg)
 {
-    int rc = check_step(f, "tide_fsdp_sgd");
-    if (rc != 0)
-        return rc;
-    for (int i = 0; i < f->nunits; i++) {
-        struct tide__fsdp_unit *u = &f->units[i];
-        for (size_t k = 0; k < u->shard; k++)
-            u->shard_params[k] -= lr * u->shard_grad[k];
-    }
-    return tide_fsdp_params_updated(f);
+    int rc = check_step(f, call);
+    if (rc == 0)
+        rc = tide__fsdp_settle_params(f, 1); /* nothing is in flight after sync: no wait */
+    int first = tide__fsdp_next_forward_first(f);
+    if (rc == 0 && first >= 0 && (rc = fn(f, &f->units[first], arg)) == 0)
+        rc = tide__fsdp_gather_ahead(f, first);
+    for (int i = 0; rc == 0 && i < f->nunits; i++)
+        if (i != first)
+            rc = fn(f, &f->units[i], arg);
+    if (rc == 0)
+        f->phase = PHASE_IDLE;
+    return rc;
 }
 
-static void adam_unit(struct tide__fsdp_unit *u, const tide_fsdp_adam_params *p)
+static int sgd_unit(tide_fsdp *f, struct tide__fsdp_unit *u, const void *arg)
 {
+    float lr = *(const float *)arg;
+    (void)f;
+    for (size_t k = 0; k < u->shard; k++)
+        u->shard_params[k] -= lr * u->shard_grad[k];
+    return 0;
+}
+
+int tide_fsdp_sgd(tide_fsdp *f, float lr)
+{
+    return step_shards(f, "tide_fsdp_sgd", sgd_unit, &lr);
+}
+
+/* Adam's moments are allocated at the unit's first step. */
+static int adam_unit(tide_fsdp *f, struct tide__fsdp_unit *u, const void *arg)
+{
+    const tide_fsdp_adam_params *p = arg;
+    if (u->adam_m == NULL) {
+        u->adam_m = calloc(u->shard, sizeof(float));
+        u->adam_v = calloc(u->shard, sizeof(float));
+        if (u->adam_m == NULL || u->adam_v == NULL)
+            return tide__fsdp_fail(f, TIDE_ENOMEM, "tide_fsdp_adam: out of memory");
+    }
     u->adam_t++;
     float c1 = 1.0f - powf(p->beta1, (float)u->adam_t);
     float c2 = 1.0f - powf(p->beta2, (float)u->adam_t);
@@ -66,22 +108,10 @@ static void adam_unit(struct tide__fsdp_unit *u, const tide_fsdp_adam_params *p)
         float step = (u->adam_m[k] / c1) / (sqrtf(u->adam_v[k] / c2) + p->eps);
         u->shard_params[k] -= p->lr * (step + p->weight_decay * u->shard_params[k]);
     }
+    return 0;
 }
 
 int tide_fsdp_adam(tide_fsdp *f, const tide_fsdp_adam_params *p)
 {
-    int rc = check_step(f, "tide_fsdp_adam");
-    if (rc != 0)
-        return rc;
-    for (int i = 0; i < f->nunits; i++) {
-        struct tide__fsdp_unit *u = &f->units[i];
-        if (u->adam_m == NULL) {
-            u->adam_m = calloc(u->shard, sizeof(float));
-            u->adam_v = calloc(u->shard, sizeof(float));
-            if (u->adam_m == NULL || u->adam_v == NULL)
-                return tide__fsdp_fail(f, TIDE_ENOMEM, "tide_fsdp_adam: out of memory");
-        }
-        adam_unit(u, p);
-    }
-    return tide_fsdp_params_updated(f);
+    return step_shards(f, "tide_fsdp_adam", adam_unit, p);
 }

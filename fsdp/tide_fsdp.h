@@ -23,7 +23,9 @@
  *         tide_fsdp_grad_ready(f, u);          starts its reduce-scatter now
  *         tide_fsdp_release(f, u);
  *     tide_fsdp_sync_gradients(f);             waits for what is in flight
- *     tide_fsdp_sgd(f, lr);                    updates the local shards
+ *     tide_fsdp_sgd(f, lr);                    updates the local shards and
+ *                                              starts the next forward's
+ *                                              first all-gather
  *
  * Strategies (gradients are averaged over the whole world in all four):
  *   FULL_SHARD   parameters, gradients and optimizer state sharded; the
@@ -233,14 +235,25 @@ TIDE_API int tide_fsdp_sync_gradients(tide_fsdp *f);
 TIDE_API int tide_fsdp_shard(tide_fsdp *f, int unit, float **params, float **grad, size_t *count,
                              size_t *offset);
 
-/* Tell FSDP the shards changed (after a custom optimizer step). */
+/* Tell FSDP the shards changed (after a custom optimizer step, or any
+ * change to tide_fsdp_shard's params): full copies kept from before are
+ * dropped, and with forward prefetch on, the all-gather of the unit the
+ * next forward acquires first starts now, from the new shard, so that
+ * it runs while the trainer prepares the next batch (cross-step
+ * prefetch; only if it fits the budget).  That unit then counts as
+ * prefetched: tide_fsdp_prefetch of it returns TIDE_EBUSY.  Not during
+ * a pass. */
 TIDE_API int tide_fsdp_params_updated(tide_fsdp *f);
 
-/* Plain SGD on every local shard: p -= lr * g.  After sync. */
+/* Plain SGD on every local shard: p -= lr * g.  After sync.  The next
+ * forward's first unit is updated first and its all-gather starts at
+ * once, overlapping the other units' updates (see
+ * tide_fsdp_params_updated). */
 TIDE_API int tide_fsdp_sgd(tide_fsdp *f, float lr);
 
 /* Adam (with decoupled weight decay, as AdamW) on every local shard;
- * its moments are sharded like the parameters.  After sync. */
+ * its moments are sharded like the parameters.  After sync; starts the
+ * next forward's first all-gather as tide_fsdp_sgd does. */
 TIDE_API int tide_fsdp_adam(tide_fsdp *f, const tide_fsdp_adam_params *p);
 
 /* Counters and peaks; reset by tide_fsdp_stats_reset (the current

@@ -4,8 +4,10 @@
  * errors (unknown unit, release without acquire, double acquire, a second
  * prefetch, sync before backward, optimizer before sync, a hybrid group
  * that does not divide the world), ranks acquiring in different orders
- * failing with TIDE_EMISMATCH, and the byte budget: never exceeded,
- * prefetches dropped to make room, TIDE_ENOMEM when held units fill it. */
+ * failing with TIDE_EMISMATCH, the byte budget: never exceeded,
+ * prefetches dropped to make room, TIDE_ENOMEM when held units fill it,
+ * and the optimizer starting the next forward's first all-gather with
+ * the updated shard (cross-step prefetch). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -256,6 +258,104 @@ static void budget_body(tide_comm *comm, void *arg)
     tide_fsdp_destroy(f);
 }
 
+/* Forward through both units, then a backward that adds grads[u] to
+ * unit u's gradient, then sync: one step up to the optimizer. */
+static void forward_backward(tide_fsdp *f, const float *const *grads, size_t numel)
+{
+    float *w, *g;
+    EXPECT_OK(tide_fsdp_begin_forward(f));
+    for (int u = 0; u < 2; u++) {
+        EXPECT_OK(tide_fsdp_acquire(f, u, &w));
+        EXPECT_OK(tide_fsdp_release(f, u));
+    }
+    EXPECT_OK(tide_fsdp_begin_backward(f));
+    for (int u = 1; u >= 0; u--) {
+        EXPECT_OK(tide_fsdp_acquire(f, u, &w));
+        EXPECT_OK(tide_fsdp_grad(f, u, &g));
+        for (size_t i = 0; i < numel; i++)
+            g[i] += grads[u][i];
+        EXPECT_OK(tide_fsdp_grad_ready(f, u));
+        EXPECT_OK(tide_fsdp_release(f, u));
+    }
+    EXPECT_OK(tide_fsdp_sync_gradients(f));
+}
+
+/* The next forward's first unit (0) holds want[]. */
+static void expect_first_unit(tide_fsdp *f, const float *want, size_t numel, const char *after)
+{
+    float *w;
+    EXPECT_OK(tide_fsdp_begin_forward(f));
+    EXPECT_OK(tide_fsdp_acquire(f, 0, &w));
+    for (size_t i = 0; i < numel; i++)
+        EXPECT(w[i] == want[i], "after %s, element %zu: %g, want %g", after, i, w[i], want[i]);
+    EXPECT_OK(tide_fsdp_release(f, 0));
+}
+
+/*
+ * Cross-step prefetch: the optimizer starts the next forward's first
+ * all-gather (one more gather, unit 0's buffer charged) and that gather
+ * carries the updated shard, for SGD and for a custom optimizer that
+ * calls tide_fsdp_params_updated; FULL_SHARD (fresh buffer) and
+ * SHARD_GRAD_OP (its stale kept buffer reused).  Without prefetch the
+ * optimizer starts nothing.  The budget (the largest unit) holds, and an
+ * explicit prefetch of the unit already in flight is still TIDE_EBUSY.
+ */
+static void cross_step_body(tide_comm *comm, void *arg)
+{
+    enum { N = 6 };
+    const float v[N] = {1, 2, 3, 4, 5, 6}, g0[N] = {1, 1, 2, 2, 3, 3}, g1[N] = {0};
+    const float *const grads[2] = {g0, g1};
+    /* Shards of 3 and (distinct) 4 floats: gathered buffers of 24 and 32 B,
+     * so a budget of 56 B holds both and not a byte more. */
+    const size_t numel = N, budget = 56;
+    const tide_fsdp_strategy strategies[2] = {TIDE_FSDP_FULL_SHARD, TIDE_FSDP_SHARD_GRAD_OP};
+    for (int s = 0; s < 2; s++)
+        for (int prefetch = 0; prefetch <= 1; prefetch++) {
+            tide_fsdp *f = two_units(comm, strategies[s], prefetch, budget, numel, 2);
+            tide_fsdp_stats before, after;
+            float want[N], *p;
+            size_t count, off;
+            for (int u = 0; u < 2; u++)
+                EXPECT_OK(tide_fsdp_set_params(f, u, v, -1));
+            forward_backward(f, grads, numel);
+            tide_fsdp_stats_get(f, &before);
+            EXPECT_OK(tide_fsdp_sgd(f, 0.5f));
+            tide_fsdp_stats_get(f, &after);
+            EXPECT(after.gathers == before.gathers + (uint64_t)prefetch,
+                   "%s, prefetch %d: the optimizer started %llu gathers",
+                   tide_fsdp_strategy_name(strategies[s]), prefetch,
+                   (unsigned long long)(after.gathers - before.gathers));
+            if (prefetch)
+                EXPECT_RC(tide_fsdp_prefetch(f, 0), TIDE_EBUSY); /* already in flight */
+            for (size_t i = 0; i < N; i++)
+                want[i] = v[i] - 0.5f * g0[i];
+            expect_first_unit(f, want, numel, "sgd");
+            EXPECT_OK(tide_fsdp_acquire(f, 1, &p));
+            EXPECT_OK(tide_fsdp_release(f, 1));
+            EXPECT_OK(tide_fsdp_begin_backward(f)); /* back to a step's end */
+            EXPECT_OK(tide_fsdp_acquire(f, 1, &p));
+            EXPECT_OK(tide_fsdp_release(f, 1));
+            EXPECT_OK(tide_fsdp_acquire(f, 0, &p));
+            EXPECT_OK(tide_fsdp_grad(f, 0, &p));
+            EXPECT_OK(tide_fsdp_grad_ready(f, 0));
+            EXPECT_OK(tide_fsdp_release(f, 0));
+            EXPECT_OK(tide_fsdp_sync_gradients(f));
+
+            /* A custom optimizer: add 100 to unit 0's shard by hand. */
+            EXPECT_OK(tide_fsdp_shard(f, 0, &p, NULL, &count, &off));
+            for (size_t k = 0; k < count; k++)
+                p[k] += 100.0f;
+            EXPECT_OK(tide_fsdp_params_updated(f));
+            for (size_t i = 0; i < N; i++)
+                want[i] += 100.0f;
+            expect_first_unit(f, want, numel, "tide_fsdp_params_updated");
+            tide_fsdp_stats_get(f, &after);
+            EXPECT(after.peak_unsharded_bytes <= budget, "peak %zu B over the budget %zu B",
+                   after.peak_unsharded_bytes, budget);
+            tide_fsdp_destroy(f);
+        }
+}
+
 static void misuse_errors(void **state)
 {
     run_on(2, misuse_body);
@@ -271,6 +371,11 @@ static void budget_is_a_bound(void **state)
     run_on(2, budget_body);
 }
 
+static void optimizer_prefetches_the_next_forward(void **state)
+{
+    run_on(2, cross_step_body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +385,7 @@ int main(void)
         cmocka_unit_test(misuse_errors),
         cmocka_unit_test(different_orders_mismatch),
         cmocka_unit_test(budget_is_a_bound),
+        cmocka_unit_test(optimizer_prefetches_the_next_forward),
     };
     return cmocka_run_group_tests_name("fsdp api over tcp", tests, NULL, NULL);
 }

@@ -60,6 +60,8 @@ static int run(tide_comm *world, const struct opts *o)
     int rc = train_steps(world, o, &o->prefetch, 1, &st, &pure, 1);
     if (rc == 0 && rank == 0)
         report_summary(o, st, pure);
+    if (rc == 0)
+        report_ranks(world, o, st, pure);
     if (rc == 0 && o->check)
         rc = check_against_one_process(world, o, st);
     free(st);

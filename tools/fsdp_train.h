@@ -63,7 +63,8 @@ void trainer_free(struct trainer *t);
  * TRAIN_MAX_RUNS) prefetch depths, the runs' steps taking turns, so that
  * a noisy machine slows them alike.  Fills st[k][] (loss averaged over
  * the world) and pure[k], the pure communication of one step; prints
- * each step on rank 0 when verbose and nruns == 1.  Collective. */
+ * each step on rank 0 when verbose and nruns == 1, after the last step
+ * (nothing between steps but FSDP and the bookkeeping).  Collective. */
 #define TRAIN_MAX_RUNS 2
 int train_steps(tide_comm *world, const struct opts *o, const int *prefetch, int nruns,
                 struct step_stats *const *st, double *pure, int verbose);
@@ -73,6 +74,12 @@ double train_median(double *v, int n); /* sorts v */
 void report_header(const struct opts *o, int n, int prefetch);
 void report_step(const struct opts *o, int s, const struct step_stats *st, double pure);
 void report_summary(const struct opts *o, const struct step_stats *st, double pure);
+/* The least and the most any rank was blocked (median per step), on
+ * rank 0: the figures above are rank 0's own, and a rank that ends its
+ * compute first also waits for the slowest, which no prefetch can
+ * hide.  Collective. */
+void report_ranks(tide_comm *world, const struct opts *o, const struct step_stats *st,
+                  double pure);
 /* Prefetch off (a, pure communication pa) and on (b, pb) side by side. */
 void report_compare(const struct opts *o, const struct step_stats *a, double pa,
                     const struct step_stats *b, double pb, int on);

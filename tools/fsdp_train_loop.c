@@ -3,6 +3,7 @@
  * compute, the optimizer step, and the no-compute replay that measures a
  * step's pure communication. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fsdp_mlp.h"
@@ -110,7 +111,11 @@ static int train_step(struct trainer *t, int step, double *loss)
 }
 
 /* The step's collectives with no compute: acquire/release everything,
- * make zero gradients ready, sync; no optimizer step. */
+ * make zero gradients ready, sync, and tell FSDP the parameters changed
+ * without changing them.  That last call stands for the optimizer step:
+ * it is what makes SHARD_GRAD_OP re-gather in the next forward, so
+ * without it the replays of that strategy would gather nothing in
+ * forward and measure less communication than a real step does. */
 static int replay_step(struct trainer *t)
 {
     int rc = tide_fsdp_begin_forward(t->f);
@@ -126,6 +131,8 @@ static int replay_step(struct trainer *t)
             rc = tide_fsdp_release(t->f, l);
     if (rc == 0)
         rc = tide_fsdp_sync_gradients(t->f);
+    if (rc == 0)
+        rc = tide_fsdp_params_updated(t->f);
     return rc ? trainer_fail(t, "replay", rc) : 0;
 }
 
@@ -150,7 +157,8 @@ static int pure_comm(struct trainer *t, int nruns, double *pure)
     return 0;
 }
 
-/* One optimizer step of trainer t, measured into *st. */
+/* One optimizer step of trainer t, measured into *st (st->loss: this
+ * rank's loss; see average_losses). */
 static int measured_step(struct trainer *t, int s, struct step_stats *st)
 {
     tide_fsdp_stats fs;
@@ -169,13 +177,38 @@ static int measured_step(struct trainer *t, int s, struct step_stats *st)
     st->bwd_s = fs.blocked_backward_s;
     st->sync_s = fs.blocked_sync_s;
     st->peak = fs.peak_unsharded_bytes;
-    if ((rc = tide_allreduce(t->world, &loss, &st->loss, 1, TIDE_FLOAT64, TIDE_AVG)) != 0)
-        fprintf(stderr, "rank %d: loss all-reduce: %s\n", t->rank, tide_strerror(rc));
+    st->loss = loss; /* this rank's; averaged over the world after the last step */
     if (t->o->budget && fs.peak_unsharded_bytes > t->o->budget) {
         fprintf(stderr, "rank %d: step %d: peak unsharded %zu B exceeds the budget %zu B\n",
                 t->rank, s, fs.peak_unsharded_bytes, t->o->budget);
         rc = TIDE_ENOMEM;
     }
+    return rc;
+}
+
+/* Average every step's loss over the world, in one all-reduce after
+ * the last step.  Not per step: a blocking collective between steps
+ * would run beside the gather FSDP starts for the next forward at the
+ * optimizer step, outside the timed steps, and would hide that gather's
+ * time (and the ranks' skew) from the figures.  Collective. */
+static int average_losses(tide_comm *world, const struct opts *o, int nruns,
+                          struct step_stats *const *st)
+{
+    size_t n = (size_t)nruns * (size_t)o->steps;
+    double *loss = malloc(n * sizeof *loss);
+    if (loss == NULL)
+        return TIDE_ENOMEM;
+    for (int k = 0; k < nruns; k++)
+        for (int s = 0; s < o->steps; s++)
+            loss[(size_t)k * o->steps + s] = st[k][s].loss;
+    int rc = tide_allreduce(world, TIDE_IN_PLACE, loss, n, TIDE_FLOAT64, TIDE_AVG);
+    if (rc != 0)
+        fprintf(stderr, "rank %d: loss all-reduce: %s\n", tide_comm_rank(world),
+                tide_strerror(rc));
+    for (int k = 0; rc == 0 && k < nruns; k++)
+        for (int s = 0; s < o->steps; s++)
+            st[k][s].loss = loss[(size_t)k * o->steps + s];
+    free(loss);
     return rc;
 }
 
@@ -203,11 +236,12 @@ int train_steps(tide_comm *world, const struct opts *o, const int *prefetch, int
     if (rc == 0 && verbose && t[0].rank == 0)
         report_start(&t[0], pure, nruns);
     for (int s = 0; rc == 0 && s < o->steps; s++)
-        for (int k = 0; rc == 0 && k < nruns; k++) {
+        for (int k = 0; rc == 0 && k < nruns; k++)
             rc = measured_step(&t[k], s, &st[k][s]);
-            if (rc == 0 && verbose && nruns == 1 && t[k].rank == 0)
-                report_step(o, s, &st[k][s], pure[k]);
-        }
+    if (rc == 0)
+        rc = average_losses(world, o, nruns, st);
+    for (int s = 0; rc == 0 && verbose && nruns == 1 && t[0].rank == 0 && s < o->steps; s++)
+        report_step(o, s, &st[0][s], pure[0]);
     for (int k = 0; k < made; k++)
         trainer_free(&t[k]);
     return rc;

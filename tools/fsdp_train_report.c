@@ -93,6 +93,18 @@ void report_summary(const struct opts *o, const struct step_stats *st, double pu
     printf("\n");
 }
 
+void report_ranks(tide_comm *world, const struct opts *o, const struct step_stats *st, double pure)
+{
+    double mine = summarize(o, st).blocked, least, most;
+    if (tide_allreduce(world, &mine, &least, 1, TIDE_FLOAT64, TIDE_MIN) != 0 ||
+        tide_allreduce(world, &mine, &most, 1, TIDE_FLOAT64, TIDE_MAX) != 0 ||
+        tide_comm_rank(world) != 0)
+        return;
+    printf("blocked per step over the ranks (medians): least %.2f ms (%.1f %% of the pure "
+           "communication), most %.2f ms (%.1f %%); the gap is ranks waiting for the slowest\n",
+           least * 1e3, 100.0 * least / pure, most * 1e3, 100.0 * most / pure);
+}
+
 static void compare_line(const char *name, const struct medians *m, double pure)
 {
     printf("%-12s step %8.2f ms  compute %8.2f ms  blocked %7.2f ms (%5.1f %% of %.2f ms comm, "
