@@ -5,9 +5,10 @@
  * (forward: what the previous forward recorded, else registration order;
  * backward: this forward reversed).  begin_forward starts the first
  * unit's gather (unless the optimizer step already did: gather_ahead,
- * called from optim.c once that unit's shard is final); acquiring the unit at plan position i starts its own
- * gather if nobody did, waits for it, and then starts the gathers of
- * positions i+1 .. i+k that fit the budget, to overlap its compute.
+ * called from optim.c once that unit's shard is final); acquiring the
+ * unit at plan position i starts its own gather if nobody did, waits for
+ * it, and then starts the gathers of positions i+1 .. i+k that fit the
+ * budget, to overlap its compute.
  *
  * Determinism: which gathers start, and in which order, depends only on
  * the sequence of calls and the configuration, never on timing (nothing

@@ -7,11 +7,10 @@
  *
  * Receiving: bytes land in a small staging buffer (read by the thread
  * that drives, or by a kernel receive armed before it sleeps: see
- * tcp_recv.c); headers are parsed
- * there and small payloads copied out.  When the rest of a payload is
- * large, the next receive goes straight into its destination (the user's
- * buffer, or an unexpected-message buffer), so big messages are never
- * copied in user space.
+ * tcp_recv.c); headers are parsed there and small payloads copied out.
+ * When the rest of a payload is large, the next receive goes straight
+ * into its destination (the user's buffer, or an unexpected-message
+ * buffer), so big messages are never copied in user space.
  *
  * Sending: queued messages go out in batches, one sendmsg with an iovec
  * per header and per payload, straight from the user's buffers; small
