@@ -13,9 +13,18 @@
  * (the same chunk one step earlier) has arrived, so chunk 0 of step t+1
  * is on the wire while chunk 1 of step t is still arriving and being
  * reduced: reduction overlaps transfer.  Up to WINDOW receives and
- * WINDOW sends are in flight; reduce-scatter receives land in WINDOW
+ * WINDOW sends are in flight; reduce-scatter receives land in SLOTS
  * staging slots of one chunk each, so memory stays small however large
  * the vector.
+ *
+ * Why so few, and why 512 KiB: the socket buffers already queue what
+ * the window does not, and over loopback TCP a connection carrying a
+ * megabyte or more each way at once falls off a cliff (a raw-socket
+ * exchange of 2 MiB takes about twice as long in one piece as in 512 KiB
+ * lockstep pieces; the receive queue grows and the kernel starts
+ * advertising zero windows).  Measured with tools/compare.sh-style
+ * interleaved runs at 2 and 4 ranks, 8 x 128 KiB in flight lost 10-30 %
+ * from 2 to 64 MiB against 2 x 512 KiB; see docs/algorithms.md.
  *
  *   n = 3, rank 0 (blocks A B C; rank 0 owns A at the end of step 1):
  *     step 0: send C (input)        recv B, B += input B
@@ -33,9 +42,10 @@
 
 #include <string.h>
 
-#define WINDOW 8            /* receives, sends and staging slots in flight */
-#define MAX_CHUNKS 64       /* per block: chunks grow for huge blocks */
-#define MIN_CHUNK (128u << 10) /* bytes: below this, headers and wake-ups cost more than overlap gains */
+#define WINDOW 2            /* receives and sends in flight */
+#define SLOTS (WINDOW + 1)  /* a partial waiting on its send must not stall the next receive */
+#define CHUNK (512u << 10)  /* bytes per chunk, see above */
+#define MAX_CHUNKS (1u << 20) /* per block: units number tags (32 bits), so huge blocks grow chunks */
 #define NO_UNIT UINT64_MAX
 
 struct ring_op {
@@ -50,7 +60,7 @@ struct ring_op {
     uint64_t done_base; /* every unit below it has arrived */
     uint64_t done_bits; /* unit done_base + i has arrived: bit i */
     uint64_t sends_done;
-    uint64_t slot_unit[WINDOW]; /* staging slot -> unit it holds */
+    uint64_t slot_unit[SLOTS]; /* staging slot -> unit it holds */
     uint64_t rmsg_unit[WINDOW], smsg_unit[WINDOW];
     tide__msg rmsg[WINDOW], smsg[WINDOW];
 };
@@ -107,9 +117,9 @@ static void mark_arrived(struct ring_op *o, uint64_t u)
     }
 }
 
-static int free_index(const uint64_t *units)
+static int free_index(const uint64_t *units, int n)
 {
-    for (int i = 0; i < WINDOW; i++)
+    for (int i = 0; i < n; i++)
         if (units[i] == NO_UNIT)
             return i;
     return -1;
@@ -117,7 +127,7 @@ static int free_index(const uint64_t *units)
 
 static int slot_holding(const struct ring_op *o, uint64_t u)
 {
-    for (int s = 0; s < WINDOW; s++)
+    for (int s = 0; s < SLOTS; s++)
         if (o->slot_unit[s] == u)
             return s;
     return -1;
@@ -138,12 +148,12 @@ static void post_recvs(struct ring_op *o)
             o->next_recv++;
             continue;
         }
-        int m = free_index(o->rmsg_unit), s = -1;
+        int m = free_index(o->rmsg_unit, WINDOW), s = -1;
         if (m < 0)
             return;
         void *dst = tide__at(&o->c, o->c.recvbuf, at);
         if (is_rs(o, t)) {
-            if ((s = free_index(o->slot_unit)) < 0)
+            if ((s = free_index(o->slot_unit, SLOTS)) < 0)
                 return;
             o->slot_unit[s] = u;
             dst = slot_buf(o, s);
@@ -181,7 +191,7 @@ static void post_sends(struct ring_op *o)
             o->next_send++;
             continue;
         }
-        int m = free_index(o->smsg_unit);
+        int m = free_index(o->smsg_unit, WINDOW);
         if (m < 0)
             return;
         o->smsg_unit[m] = u;
@@ -254,13 +264,15 @@ static void ring_start(tide_req *req)
     o->last = c->kind == TIDE_KIND_ALLREDUCE || o->first == o->n - 1 ? 2 * o->n - 2 : o->n - 1;
     o->keep_partials = c->kind != TIDE_KIND_ALLREDUCE;
     for (int i = 0; i < WINDOW; i++)
-        o->slot_unit[i] = o->rmsg_unit[i] = o->smsg_unit[i] = NO_UNIT;
+        o->rmsg_unit[i] = o->smsg_unit[i] = NO_UNIT;
+    for (int s = 0; s < SLOTS; s++)
+        o->slot_unit[s] = NO_UNIT;
 
     size_t most = 0;
     for (int b = 0; b < o->n; b++)
         if (tide__blk_len(c, b) > most)
             most = tide__blk_len(c, b);
-    size_t min_chunk = MIN_CHUNK / c->esize;
+    size_t min_chunk = CHUNK / c->esize;
     o->chunk = (most + MAX_CHUNKS - 1) / MAX_CHUNKS;
     if (o->chunk < min_chunk)
         o->chunk = min_chunk;
@@ -273,7 +285,7 @@ static void ring_start(tide_req *req)
         if (len && dst != (const char *)c->sendbuf)
             memmove(dst, c->sendbuf, len * c->esize);
         c->sendbuf = c->recvbuf; /* the all-gather only reads recvbuf */
-    } else if (most && tide__coll_scratch(c, WINDOW * o->chunk * c->esize)) {
+    } else if (most && tide__coll_scratch(c, SLOTS * o->chunk * c->esize)) {
         return;
     }
     pump(o);
