@@ -26,6 +26,7 @@
 #include "engine/clock.h"
 #include "engine/mpsc.h"
 #include "engine/reactor.h"
+#include "engine/seqmap.h"
 #include "engine/timer_heap.h"
 #include "tide.h"
 #include "transports/msgq.h"
@@ -89,6 +90,7 @@ struct tide_req {
     tide__msg *live;           /* messages the transport holds */
     unsigned nlive;
     tide_req *act_prev, *act_next; /* in the context's active list */
+    struct tide__seqmap_node by_seq; /* collectives: in ctx->running */
     size_t bytes;                  /* receive: bytes that arrived */
     uint64_t trace_t0;     /* TIDE_TRACE: when it started */
     uint64_t trace_bytes;  /* TIDE_TRACE: bytes its messages moved */
@@ -157,8 +159,9 @@ struct tide__ctx {
     unsigned nactive;
     struct tide__msgq done;   /* completed messages to deliver */
     int broken;               /* 0, or why every new operation fails */
-    struct tide__note *notes; /* mismatch.c: news of collectives not started */
-    size_t nnotes, notes_cap;
+    struct tide__seqmap running; /* active collectives by (comm, seq) */
+    struct tide__seqmap notes;   /* mismatch.c: news of collectives not started */
+    struct tide__seqmap_node *spare_notes; /* mismatch.c: freed notes, for reuse */
     struct tide__note *inbox; /* mismatch.c: transport reports to handle */
     size_t ninbox, inbox_cap;
 

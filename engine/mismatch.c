@@ -78,9 +78,12 @@ void tide__describe_signature(const struct tide__frame *s, char *buf, size_t len
 
 static tide_req *find_active(struct tide__ctx *ctx, uint32_t comm_id, uint64_t seq)
 {
-    for (tide_req *req = ctx->active; req; req = req->act_next)
-        if (req->seq == seq && req->comm->id == comm_id && !req->finished)
+    struct tide__seqmap_node *n = NULL;
+    while ((n = tide__seqmap_find(&ctx->running, comm_id, seq, n))) {
+        tide_req *req = container_of(n, tide_req, by_seq);
+        if (!req->finished)
             return req;
+    }
     return NULL;
 }
 
@@ -171,9 +174,33 @@ static void append(struct tide__note **arr, size_t *len, size_t *cap, const stru
     (*arr)[(*len)++] = *n;
 }
 
+/* A note kept until its collective starts here. */
+struct kept_note {
+    struct tide__seqmap_node key; /* also links spare notes */
+    struct tide__note note;
+};
+
+/* Like append: a note that cannot be kept costs a later failure. */
 static void add_note(struct tide__ctx *ctx, const struct tide__note *n)
 {
-    append(&ctx->notes, &ctx->nnotes, &ctx->notes_cap, n);
+    struct kept_note *k;
+    if (ctx->spare_notes) {
+        k = container_of(ctx->spare_notes, struct kept_note, key);
+        ctx->spare_notes = k->key.next;
+    } else if (!(k = malloc(sizeof *k))) {
+        return;
+    }
+    k->key.comm_id = n->comm_id;
+    k->key.seq = n->seq;
+    k->note = *n;
+    if (tide__seqmap_add(&ctx->notes, &k->key) < 0)
+        free(k);
+}
+
+static void spare_note(struct tide__ctx *ctx, struct kept_note *k)
+{
+    k->key.next = ctx->spare_notes;
+    ctx->spare_notes = &k->key;
 }
 
 /* The communicator whose collective `seq` has already started here and
@@ -286,6 +313,20 @@ int tide__inbox_process(struct tide__ctx *ctx)
     return n;
 }
 
+/* Does note n, about req's collective, fail it?  Then it has. */
+static bool fails_on(tide_req *req, const struct tide__note *n)
+{
+    if (n->err) {
+        fail_from_peer(req, n->err, n->peer, n->text);
+        return true;
+    }
+    if (!tide__frame_same_signature(&req->sig, &n->sig)) {
+        tide__fail_mismatch(req, n->peer, &n->sig);
+        return true;
+    }
+    return false;
+}
+
 bool tide__check_notes(tide_req *req)
 {
     struct tide__ctx *ctx = req->ctx;
@@ -293,25 +334,24 @@ bool tide__check_notes(tide_req *req)
     if (req->seq > comm->started_seq)
         comm->started_seq = req->seq;
     bool failed = false;
-    size_t keep = 0;
-    for (size_t i = 0; i < ctx->nnotes; i++) {
-        struct tide__note *n = &ctx->notes[i];
-        if (n->comm_id != comm->id || n->seq != req->seq) {
-            ctx->notes[keep++] = *n;
-            continue;
-        }
-        if (failed)
-            continue;
-        if (n->err) {
-            fail_from_peer(req, n->err, n->peer, n->text);
-            failed = true;
-        } else if (!tide__frame_same_signature(&req->sig, &n->sig)) {
-            tide__fail_mismatch(req, n->peer, &n->sig);
-            failed = true;
-        }
+    struct tide__seqmap_node *key;
+    while ((key = tide__seqmap_find(&ctx->notes, comm->id, req->seq, NULL))) {
+        tide__seqmap_remove(&ctx->notes, key);
+        struct kept_note *k = container_of(key, struct kept_note, key);
+        if (!failed) /* one account is enough */
+            failed = fails_on(req, &k->note);
+        spare_note(ctx, k);
     }
-    ctx->nnotes = keep;
     return failed;
+}
+
+static void free_note_list(struct tide__seqmap_node *key)
+{
+    while (key) {
+        struct tide__seqmap_node *next = key->next;
+        free(container_of(key, struct kept_note, key));
+        key = next;
+    }
 }
 
 void tide__notes_free(struct tide__ctx *ctx)
@@ -319,7 +359,10 @@ void tide__notes_free(struct tide__ctx *ctx)
     free(ctx->inbox);
     ctx->inbox = NULL;
     ctx->ninbox = ctx->inbox_cap = 0;
-    free(ctx->notes);
-    ctx->notes = NULL;
-    ctx->nnotes = ctx->notes_cap = 0;
+    for (size_t i = 0; i < ctx->notes.nslots; i++)
+        free_note_list(ctx->notes.slots[i]);
+    tide__seqmap_free(&ctx->notes);
+    free_note_list(ctx->spare_notes);
+    ctx->spare_notes = NULL;
+    tide__seqmap_free(&ctx->running);
 }

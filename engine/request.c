@@ -101,7 +101,9 @@ void tide_req_free(tide_req *req)
 
 /* ---- the active list: every started, unfinished request ---- */
 
-static void link_active(struct tide__ctx *ctx, tide_req *req)
+/* Collectives are also indexed by sequence number, for the frames that
+ * name them (mismatch.c).  Fails only when that index cannot be made. */
+static int link_active(struct tide__ctx *ctx, tide_req *req)
 {
     req->act_prev = NULL;
     req->act_next = ctx->active;
@@ -109,6 +111,9 @@ static void link_active(struct tide__ctx *ctx, tide_req *req)
         ctx->active->act_prev = req;
     ctx->active = req;
     ctx->nactive++;
+    req->by_seq.comm_id = req->comm->id;
+    req->by_seq.seq = req->seq;
+    return req->seq ? tide__seqmap_add(&ctx->running, &req->by_seq) : 0;
 }
 
 static void unlink_active(struct tide__ctx *ctx, tide_req *req)
@@ -120,6 +125,8 @@ static void unlink_active(struct tide__ctx *ctx, tide_req *req)
     if (req->act_next)
         req->act_next->act_prev = req->act_prev;
     ctx->nactive--;
+    if (req->seq)
+        tide__seqmap_remove(&ctx->running, &req->by_seq);
 }
 
 static void finish(tide_req *req, int status)
@@ -147,7 +154,10 @@ static void start(tide_req *req)
     struct tide__ctx *ctx = req->ctx;
     if (ctx->trace)
         req->trace_t0 = tide__now_ns();
-    link_active(ctx, req);
+    if (link_active(ctx, req) < 0) {
+        tide__req_fail(req, TIDE_ENOMEM, "cannot start: out of memory indexing it");
+        return;
+    }
     if (ctx->broken) {
         tide__req_fail(req, ctx->broken, "cannot start: the communicator is no longer usable");
         return;

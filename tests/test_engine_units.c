@@ -14,6 +14,7 @@
 
 #include "engine/mpsc.h"
 #include "engine/reactor.h"
+#include "engine/seqmap.h"
 #include "engine/timer_heap.h"
 #include "tide.h"
 #include "transports/frame.h"
@@ -268,6 +269,49 @@ static void config_reads_each_launcher(void **state)
     unsetenv("TIDE_PROGRESS");
 }
 
+/* Thousands of keys (the table grows several times), some shared by
+ * several nodes (notes from different peers about one collective): every
+ * node is found under its key and only there, and removal leaves the
+ * rest. */
+static void seqmap_finds_every_node_through_growth(void **state)
+{
+    (void)state;
+    enum { N = 5000 };
+    struct tide__seqmap m = {0};
+    static struct tide__seqmap_node nodes[N];
+    for (int i = 0; i < N; i++) {
+        nodes[i].comm_id = (uint32_t)(1 + i / 2 % 3);
+        nodes[i].seq = (uint64_t)(i / 2); /* pairs share a sequence number */
+        assert_int_equal(tide__seqmap_add(&m, &nodes[i]), 0);
+    }
+    assert_int_equal(m.count, N);
+    assert_true(m.nslots >= N);
+    for (int i = 0; i < N; i++) {
+        int found = 0;
+        struct tide__seqmap_node *n = NULL;
+        while ((n = tide__seqmap_find(&m, nodes[i].comm_id, nodes[i].seq, n))) {
+            assert_int_equal(n->comm_id, nodes[i].comm_id);
+            assert_true(n->seq == nodes[i].seq);
+            found += n == &nodes[i];
+        }
+        assert_int_equal(found, 1);
+    }
+    assert_null(tide__seqmap_find(&m, 9, 0, NULL));
+    for (int i = 0; i < N; i += 2)
+        tide__seqmap_remove(&m, &nodes[i]);
+    tide__seqmap_remove(&m, &nodes[0]); /* absent: no effect */
+    assert_int_equal(m.count, N / 2);
+    for (int i = 0; i < N; i++) {
+        struct tide__seqmap_node *n = NULL;
+        bool seen = false;
+        while ((n = tide__seqmap_find(&m, nodes[i].comm_id, nodes[i].seq, n)))
+            seen |= n == &nodes[i];
+        assert_int_equal(seen, i % 2 == 1);
+    }
+    tide__seqmap_free(&m);
+    assert_null(tide__seqmap_find(&m, 1, 0, NULL));
+}
+
 static void reactor_ring_comes_up(void **state)
 {
     struct tide__reactor r;
@@ -295,6 +339,7 @@ int main(void)
         cmocka_unit_test(unexpected_copy_delivers),
         cmocka_unit_test(every_error_has_a_name_and_text),
         cmocka_unit_test(config_reads_each_launcher),
+        cmocka_unit_test(seqmap_finds_every_node_through_growth),
         cmocka_unit_test(reactor_ring_comes_up),
     };
     return cmocka_run_group_tests_name("engine units", tests, NULL, NULL);
