@@ -1,6 +1,7 @@
-/* reduce.c - the gradient side of a step: full-size gradient buffers,
- * their reductions started the moment a unit's gradient is ready, NO_SHARD
- * buckets, HYBRID_SHARD's second stage, and sync_gradients.
+/* reduce.c - the gradient side of a step: full-size gradient buffers
+ * (zeroed, or fresh for the trainer to overwrite), their reductions
+ * started the moment a unit's gradient is ready, NO_SHARD buckets,
+ * HYBRID_SHARD's second stage, and sync_gradients.
  *
  * Order: reductions start in grad_ready order.  HYBRID_SHARD's all-reduce
  * across groups can only start once the group's reduce-scatter is done;
@@ -65,33 +66,57 @@ int tide__fsdp_make_buckets(tide_fsdp *f)
     return 0;
 }
 
-int tide_fsdp_grad(tide_fsdp *f, int unit, float **grad)
+/* The unit's gradient buffer for this backward, as tide_fsdp_grad_fresh
+ * gives it; `call` names the public call in the messages. */
+static int take_grad(tide_fsdp *f, int unit, float **grad, int *fresh, const char *call)
 {
-    int rc = tide__fsdp_check_unit(f, unit, "tide_fsdp_grad");
+    int rc = tide__fsdp_check_unit(f, unit, call);
     if (rc != 0)
         return rc;
     struct tide__fsdp_unit *u = &f->units[unit];
     if (f->phase != PHASE_BACKWARD)
-        return tide__fsdp_fail(f, TIDE_EINVAL, "tide_fsdp_grad: unit %d outside a backward "
-                                               "(call tide_fsdp_begin_backward)", unit);
+        return tide__fsdp_fail(f, TIDE_EINVAL, "%s: unit %d outside a backward "
+                                               "(call tide_fsdp_begin_backward)", call, unit);
     if (u->grad_readied)
-        return tide__fsdp_fail(f, TIDE_EINVAL, "tide_fsdp_grad: unit %d's gradient was "
-                                               "already made ready", unit);
-    if (f->cfg.strategy == TIDE_FSDP_NO_SHARD) {
-        if (!u->accumulating)
-            memset(u->grad_full, 0, u->numel * sizeof(float));
-    } else if (u->grad_full == NULL) {
+        return tide__fsdp_fail(f, TIDE_EINVAL, "%s: unit %d's gradient was already made ready",
+                               call, unit);
+    int own_buffer = f->cfg.strategy != TIDE_FSDP_NO_SHARD; /* else a slice of its bucket */
+    if (own_buffer && u->grad_full == NULL) {
         size_t bytes = u->full * sizeof(float);
         u->grad_full = tide__fsdp_pool_take(&f->pool, bytes, tide__fsdp_spare_bytes(f));
         if (u->grad_full == NULL)
-            return tide__fsdp_fail(f, TIDE_ENOMEM, "tide_fsdp_grad: out of memory");
-        memset(u->grad_full, 0, bytes); /* a window starts from zero */
+            return tide__fsdp_fail(f, TIDE_ENOMEM, "%s: out of memory", call);
         grad_charge(f, bytes);
+        u->accumulating = 0; /* from the pool: no gradient in it yet */
     }
+    *fresh = !u->accumulating;
+    /* The padding past numel is reduced with the rest but the trainer
+     * never writes it: zero it (a few elements) so the padded shard's
+     * gradient, and so its parameters, stay zero. */
+    if (*fresh && own_buffer)
+        memset(u->grad_full + u->numel, 0, (u->full - u->numel) * sizeof(float));
     u->accumulating = 1;
     u->grad_given = 1;
     *grad = u->grad_full;
     return 0;
+}
+
+int tide_fsdp_grad_fresh(tide_fsdp *f, int unit, float **grad, int *fresh)
+{
+    if (fresh == NULL)
+        return tide__fsdp_fail(f, TIDE_EINVAL, "tide_fsdp_grad_fresh: unit %d: fresh is NULL "
+                                               "(it says whether to write or add the gradient)",
+                               unit);
+    return take_grad(f, unit, grad, fresh, "tide_fsdp_grad_fresh");
+}
+
+int tide_fsdp_grad(tide_fsdp *f, int unit, float **grad)
+{
+    int fresh;
+    int rc = take_grad(f, unit, grad, &fresh, "tide_fsdp_grad");
+    if (rc == 0 && fresh) /* a window starts from zero */
+        memset(*grad, 0, f->units[unit].numel * sizeof(float));
+    return rc;
 }
 
 static int push_fifo(tide_fsdp *f, int ui)

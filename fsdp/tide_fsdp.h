@@ -19,7 +19,8 @@
  *     for u in n-1..0:                         (reverse of the forward order)
  *         tide_fsdp_acquire(f, u, &w);
  *         tide_fsdp_grad(f, u, &g);            full gradient buffer of u
- *         ... add u's gradient into g ...
+ *         ... add u's gradient into g ...      (tide_fsdp_grad_fresh: write
+ *                                              it, if g holds none yet)
  *         tide_fsdp_grad_ready(f, u);          starts its reduce-scatter now
  *         tide_fsdp_release(f, u);
  *     tide_fsdp_sync_gradients(f);             waits for what is in flight
@@ -211,6 +212,19 @@ TIDE_API int tide_fsdp_release(tide_fsdp *f, int unit);
  * Only during backward, and not after grad_ready.
  */
 TIDE_API int tide_fsdp_grad(tide_fsdp *f, int unit, float **grad);
+
+/*
+ * tide_fsdp_grad without the zeroing (PyTorch's zero_grad(set_to_none=
+ * True)): the same buffer, checks and effects, and *fresh says what the
+ * buffer holds.  *fresh = 1: no gradient yet in this accumulation window
+ * and the contents are undefined, so the trainer must write (=) every
+ * one of its tide_fsdp_unit_numel elements, e.g. a GEMM with beta = 0.
+ * *fresh = 0: it holds what earlier no-sync backwards accumulated; add
+ * (+=) into it.  Saves tide_fsdp_grad's memset of the whole buffer (4 MiB
+ * for a 1024 x 1024 layer) on the trainer's thread.  TIDE_EINVAL when
+ * fresh is NULL, otherwise the errors of tide_fsdp_grad.
+ */
+TIDE_API int tide_fsdp_grad_fresh(tide_fsdp *f, int unit, float **grad, int *fresh);
 
 /* The unit's gradient is complete: start its reduce-scatter (NO_SHARD:
  * its bucket's all-reduce once the bucket is complete) at once.  The

@@ -3,11 +3,14 @@
  * hybrid_shard across groups, an uneven unit), misuse answered with clear
  * errors (unknown unit, release without acquire, double acquire, a second
  * prefetch, sync before backward, optimizer before sync, a hybrid group
- * that does not divide the world), ranks acquiring in different orders
- * failing with TIDE_EMISMATCH, the byte budget: never exceeded,
- * prefetches dropped to make room, TIDE_ENOMEM when held units fill it,
- * and the optimizer starting the next forward's first all-gather with
- * the updated shard (cross-step prefetch). */
+ * that does not divide the world, a NULL fresh), ranks acquiring in
+ * different orders failing with TIDE_EMISMATCH, the byte budget: never
+ * exceeded, prefetches dropped to make room, TIDE_ENOMEM when held units
+ * fill it, the optimizer starting the next forward's first all-gather
+ * with the updated shard (cross-step prefetch), and tide_fsdp_grad_fresh:
+ * fresh only at an accumulation window's start, and writing a fresh
+ * buffer giving the same gradients and shards as adding into a zeroed
+ * one, in every strategy. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -180,6 +183,10 @@ static void misuse_forward(tide_fsdp *f)
     EXPECT_OK(tide_fsdp_acquire(f, 1, &w));
     EXPECT_OK(tide_fsdp_release(f, 1));
     EXPECT_RC(tide_fsdp_grad(f, 1, &w), TIDE_EINVAL); /* not in backward */
+    int fresh;
+    EXPECT_RC(tide_fsdp_grad_fresh(f, 1, &w, &fresh), TIDE_EINVAL);
+    EXPECT(strstr(tide_fsdp_message(f), "tide_fsdp_grad_fresh: unit 1 outside a backward"),
+           "message: %s", tide_fsdp_message(f));
     size_t one = 4;
     int u;
     EXPECT_RC(tide_fsdp_add_unit(f, &one, 1, &u), TIDE_EINVAL); /* after the first forward */
@@ -191,6 +198,7 @@ static void misuse_body(tide_comm *comm, void *arg)
     tide_fsdp *f = NULL;
     char why[256] = "";
     float *w, *g;
+    int fresh;
     tide_fsdp_config_default(&cfg);
     cfg.strategy = TIDE_FSDP_HYBRID_SHARD;
     cfg.hybrid_group_size = 3;
@@ -202,10 +210,18 @@ static void misuse_body(tide_comm *comm, void *arg)
     EXPECT_OK(tide_fsdp_begin_backward(f));
     EXPECT_RC(tide_fsdp_grad_ready(f, 1), TIDE_EINVAL); /* no gradient taken */
     EXPECT_OK(tide_fsdp_acquire(f, 1, &w));
+    EXPECT_RC(tide_fsdp_grad_fresh(f, 1, &g, NULL), TIDE_EINVAL);
+    EXPECT(strstr(tide_fsdp_message(f), "tide_fsdp_grad_fresh: unit 1: fresh is NULL"),
+           "message: %s", tide_fsdp_message(f));
+    EXPECT_RC(tide_fsdp_grad_ready(f, 1), TIDE_EINVAL); /* the failed call gave none */
+    EXPECT_RC(tide_fsdp_grad_fresh(f, 7, &g, &fresh), TIDE_EINVAL);
     EXPECT_OK(tide_fsdp_grad(f, 1, &g));
     EXPECT_OK(tide_fsdp_grad_ready(f, 1));
     EXPECT_RC(tide_fsdp_grad_ready(f, 1), TIDE_EINVAL); /* twice */
     EXPECT_RC(tide_fsdp_grad(f, 1, &g), TIDE_EINVAL);   /* after ready */
+    EXPECT_RC(tide_fsdp_grad_fresh(f, 1, &g, &fresh), TIDE_EINVAL);
+    EXPECT(strstr(tide_fsdp_message(f), "tide_fsdp_grad_fresh: unit 1's gradient was already"),
+           "message: %s", tide_fsdp_message(f));
     EXPECT_RC(tide_fsdp_sync_gradients(f), TIDE_EBUSY); /* 1 still held */
     EXPECT_OK(tide_fsdp_release(f, 1));
     EXPECT_OK(tide_fsdp_sync_gradients(f));
@@ -356,6 +372,148 @@ static void cross_step_body(tide_comm *comm, void *arg)
         }
 }
 
+/*
+ * tide_fsdp_grad_fresh over accumulation windows, for every strategy on 4
+ * ranks: units of 33, 43 and 50 floats (FULL_SHARD: padded shards of 9,
+ * 11 and 13, so 3, 1 and 2 padding elements), windows of 3, 1 and 2
+ * micro-steps (no-sync until the last, then SGD).  FSDP recycles its
+ * freed buffers, and the first two units' share a size class, so a fresh
+ * buffer holds stale values, some of unit 1's where unit 0 has padding.
+ */
+enum { WIN_UNITS = 3, WIN_WINDOWS = 3 };
+static const size_t win_numel[WIN_UNITS] = {33, 43, 50};
+static const int win_micro[WIN_WINDOWS] = {3, 1, 2};
+
+static const struct win_case {
+    const char *name;
+    tide_fsdp_strategy strategy;
+    int group;
+} win_cases[] = {
+    {"full_shard", TIDE_FSDP_FULL_SHARD, 1},
+    {"shard_grad_op", TIDE_FSDP_SHARD_GRAD_OP, 1},
+    {"no_shard", TIDE_FSDP_NO_SHARD, 1},
+    {"hybrid_shard", TIDE_FSDP_HYBRID_SHARD, 2},
+};
+
+/* How a test trainer puts its gradient into FSDP's buffer. */
+enum grad_way {
+    ZERO_THEN_ADD,  /* tide_fsdp_grad, then += */
+    WRITE_IF_FRESH, /* tide_fsdp_grad_fresh, then = when fresh, else += */
+};
+
+static tide_fsdp *window_context(tide_comm *comm, const struct win_case *c)
+{
+    tide_fsdp *f = make(comm, c->strategy, c->group, 1, 0);
+    for (int i = 0, u; i < WIN_UNITS; i++) {
+        EXPECT_OK(tide_fsdp_add_unit(f, &win_numel[i], 1, &u));
+        float v[64];
+        for (size_t k = 0; k < win_numel[i]; k++)
+            v[k] = 1.0f + (float)k * 0.125f + (float)i;
+        EXPECT_OK(tide_fsdp_set_params(f, u, v, -1));
+    }
+    return f;
+}
+
+/* Exact in float32, so either way sums the same bits; differs by rank. */
+static float grad_value(tide_comm *comm, int unit, size_t i, int window, int micro)
+{
+    return (float)(tide_comm_rank(comm) + 1) * 0.5f + (float)unit - (float)i * 0.25f +
+           (float)(window * 4 + micro);
+}
+
+/* One micro-step of window w: forward through the units, a backward that
+ * puts grad_value into every unit's gradient `way`, then sync (which
+ * reduces only when sync is 1).  Returns the fresh units, a bit each. */
+static unsigned micro_step(tide_comm *comm, tide_fsdp *f, enum grad_way way, int w, int m)
+{
+    unsigned fresh_units = 0;
+    float *p, *g;
+    EXPECT_OK(tide_fsdp_set_sync(f, m == win_micro[w] - 1));
+    EXPECT_OK(tide_fsdp_begin_forward(f));
+    for (int u = 0; u < WIN_UNITS; u++) {
+        EXPECT_OK(tide_fsdp_acquire(f, u, &p));
+        EXPECT_OK(tide_fsdp_release(f, u));
+    }
+    EXPECT_OK(tide_fsdp_begin_backward(f));
+    for (int u = WIN_UNITS - 1; u >= 0; u--) {
+        int fresh = 0;
+        EXPECT_OK(tide_fsdp_acquire(f, u, &p));
+        if (way == WRITE_IF_FRESH)
+            EXPECT_OK(tide_fsdp_grad_fresh(f, u, &g, &fresh));
+        else
+            EXPECT_OK(tide_fsdp_grad(f, u, &g));
+        for (size_t i = 0; i < win_numel[u]; i++)
+            g[i] = fresh ? grad_value(comm, u, i, w, m) : g[i] + grad_value(comm, u, i, w, m);
+        fresh_units |= (unsigned)fresh << u;
+        EXPECT_OK(tide_fsdp_grad_ready(f, u));
+        EXPECT_OK(tide_fsdp_release(f, u));
+    }
+    EXPECT_OK(tide_fsdp_sync_gradients(f));
+    return fresh_units;
+}
+
+/* fresh is 1 for every unit on a window's first micro-step, 0 after. */
+static void fresh_window_body(tide_comm *comm, void *arg)
+{
+    for (size_t c = 0; c < sizeof win_cases / sizeof win_cases[0]; c++) {
+        tide_fsdp *f = window_context(comm, &win_cases[c]);
+        for (int w = 0; w < WIN_WINDOWS; w++) {
+            for (int m = 0; m < win_micro[w]; m++) {
+                unsigned got = micro_step(comm, f, WRITE_IF_FRESH, w, m);
+                unsigned want = m == 0 ? (1u << WIN_UNITS) - 1 : 0;
+                EXPECT(got == want, "%s, window %d, micro-step %d: fresh units %#x, want %#x",
+                       win_cases[c].name, w, m, got, want);
+            }
+            EXPECT_OK(tide_fsdp_sgd(f, 0.5f));
+        }
+        tide_fsdp_destroy(f);
+    }
+}
+
+/* a's and b's shards (gradient after sync, or parameters) hold the same
+ * bits, and b's padding is zero. */
+static void expect_same_shards(tide_fsdp *a, tide_fsdp *b, int grads, const char *name, int w)
+{
+    for (int u = 0; u < WIN_UNITS; u++) {
+        float *va, *vb;
+        size_t na, nb, off;
+        EXPECT_OK(tide_fsdp_shard(a, u, grads ? NULL : &va, grads ? &va : NULL, &na, &off));
+        EXPECT_OK(tide_fsdp_shard(b, u, grads ? NULL : &vb, grads ? &vb : NULL, &nb, &off));
+        EXPECT(na == nb, "%s: shards of %zu and %zu", name, na, nb);
+        for (size_t k = 0; k < nb; k++) {
+            EXPECT(memcmp(&va[k], &vb[k], sizeof(float)) == 0,
+                   "%s, window %d, unit %d, shard %s [%zu]: %g written, %g added", name, w, u,
+                   grads ? "gradient" : "parameter", k, vb[k], va[k]);
+            EXPECT(off + k < win_numel[u] || vb[k] == 0.0f,
+                   "%s, window %d, unit %d: padding %s [%zu] is %g", name, w, u,
+                   grads ? "gradient" : "parameter", k, vb[k]);
+        }
+    }
+}
+
+/* A trainer that writes fresh buffers (b) gets the same synced gradients
+ * and updated shards as one that adds into zeroed ones (a). */
+static void fresh_write_body(tide_comm *comm, void *arg)
+{
+    for (size_t c = 0; c < sizeof win_cases / sizeof win_cases[0]; c++) {
+        const char *name = win_cases[c].name;
+        tide_fsdp *a = window_context(comm, &win_cases[c]);
+        tide_fsdp *b = window_context(comm, &win_cases[c]);
+        for (int w = 0; w < WIN_WINDOWS; w++) {
+            for (int m = 0; m < win_micro[w]; m++) {
+                micro_step(comm, a, ZERO_THEN_ADD, w, m);
+                micro_step(comm, b, WRITE_IF_FRESH, w, m);
+            }
+            expect_same_shards(a, b, 1, name, w);
+            EXPECT_OK(tide_fsdp_sgd(a, 0.5f));
+            EXPECT_OK(tide_fsdp_sgd(b, 0.5f));
+            expect_same_shards(a, b, 0, name, w);
+        }
+        tide_fsdp_destroy(a);
+        tide_fsdp_destroy(b);
+    }
+}
+
 static void misuse_errors(void **state)
 {
     run_on(2, misuse_body);
@@ -376,6 +534,16 @@ static void optimizer_prefetches_the_next_forward(void **state)
     run_on(2, cross_step_body);
 }
 
+static void grad_fresh_only_at_a_windows_start(void **state)
+{
+    run_on(4, fresh_window_body);
+}
+
+static void writing_fresh_buffers_matches_adding(void **state)
+{
+    run_on(4, fresh_write_body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +554,8 @@ int main(void)
         cmocka_unit_test(different_orders_mismatch),
         cmocka_unit_test(budget_is_a_bound),
         cmocka_unit_test(optimizer_prefetches_the_next_forward),
+        cmocka_unit_test(grad_fresh_only_at_a_windows_start),
+        cmocka_unit_test(writing_fresh_buffers_matches_adding),
     };
     return cmocka_run_group_tests_name("fsdp api over tcp", tests, NULL, NULL);
 }

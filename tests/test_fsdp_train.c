@@ -2,8 +2,9 @@
  * on 1 to 4 ranks (tide-run), plus bfloat16 gathers, gradient
  * accumulation without sync, Adam, rank 0's initial values, no prefetch
  * and a tight byte budget, each trained beside one-process training and
- * required to match every step's loss within 1e-5; and the usage errors
- * (a hybrid group that does not divide the world) that must fail.
+ * required to match every step's loss within 1e-5; sleep mode, which
+ * writes no gradient, for every strategy; and the usage errors (a hybrid
+ * group that does not divide the world) that must fail.
  * Small sizes (3 layers of 30x30: padding on 4 ranks) keep it quick. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,8 @@
 #include <cmocka.h>
 
 static const char small[] = "--layers 3 --width 30 --batch 4 --steps 4 --replays 1";
+static const char *const strategies[] = {"full_shard", "shard_grad_op", "no_shard",
+                                         "hybrid_shard"};
 
 /* Run tide-fsdp-train on n ranks; returns its exit status, output in out. */
 static int run(int n, const char *args, char *out, size_t cap)
@@ -47,8 +50,6 @@ static void expect_check_passes(int n, const char *args)
 
 static void every_strategy_on_1_to_4_ranks(void **state)
 {
-    static const char *const strategies[] = {"full_shard", "shard_grad_op", "no_shard",
-                                             "hybrid_shard"};
     char args[256];
     for (int n = 1; n <= 4; n++)
         for (int s = 0; s < 4; s++) {
@@ -65,6 +66,7 @@ static void options_keep_training_exact(void **state)
         {4, "--check --strategy full_shard --comm-dtype bfloat16"},
         {3, "--check --strategy shard_grad_op --comm-dtype bfloat16 --prefetch 2"},
         {4, "--check --strategy full_shard --accum 3"},
+        {3, "--check --strategy shard_grad_op --accum 2"},
         {2, "--check --strategy no_shard --accum 2 --optim adam"},
         {4, "--check --strategy hybrid_shard --group 2 --accum 2 --optim adam"},
         {3, "--check --strategy full_shard --init rank0 --prefetch 0"},
@@ -72,6 +74,22 @@ static void options_keep_training_exact(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_check_passes(cases[i].n, cases[i].args);
+}
+
+/* Sleep mode writes no gradient (tide_fsdp_grad_fresh's buffers are left
+ * as they are) and the replay writes none either: every strategy still
+ * trains its steps, with accumulation windows. */
+static void sleep_mode_runs_without_writing_gradients(void **state)
+{
+    static char out[1 << 16];
+    char args[256];
+    for (int s = 0; s < 4; s++) {
+        snprintf(args, sizeof args, "--sleep-ms 0.2,0.2 --accum 2 --strategy %s --group 2",
+                 strategies[s]);
+        int rc = run(4, args, out, sizeof out);
+        if (rc != 0 || strstr(out, "median of steps") == NULL)
+            fail_msg("4 ranks, %s: exit %d\n%s", args, rc, out);
+    }
 }
 
 static void bad_configurations_fail(void **state)
@@ -88,6 +106,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_strategy_on_1_to_4_ranks),
         cmocka_unit_test(options_keep_training_exact),
+        cmocka_unit_test(sleep_mode_runs_without_writing_gradients),
         cmocka_unit_test(bad_configurations_fail),
     };
     return cmocka_run_group_tests_name("tide-fsdp-train --check", tests, NULL, NULL);

@@ -70,9 +70,11 @@ void mlp_forward(const float *wb, const float *in, float *out, int width, int ro
 }
 
 void mlp_backward(const float *wb, const float *in, const float *out, float *dout, float *din,
-                  float *grad, int width, int rows, int relu)
+                  float *grad, int accumulate, int width, int rows, int relu)
 {
     float *gb = grad + (size_t)width * width;
+    if (!accumulate) /* width floats; the GEMM writes the width^2 others */
+        memset(gb, 0, (size_t)width * sizeof(float));
     for (int r = 0; r < rows; r++) {
         float *d = dout + (size_t)r * width;
         const float *o = out + (size_t)r * width;
@@ -82,9 +84,10 @@ void mlp_backward(const float *wb, const float *in, const float *out, float *dou
             gb[j] += d[j];
         }
     }
-    /* dW += dY^T X; beta = 1 accumulates, as FSDP's gradient buffer wants. */
+    /* dW (+)= dY^T X: beta = 1 accumulates into FSDP's buffer, beta = 0
+     * writes a fresh one (BLAS does not read C when beta is zero). */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, width, width, rows, 1.0f, dout, width,
-                in, width, 1.0f, grad, width);
+                in, width, accumulate ? 1.0f : 0.0f, grad, width);
     if (din)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, width, width, 1.0f, dout,
                     width, wb, width, 0.0f, din, width);

@@ -32,10 +32,12 @@ void mlp_forward(const float *wb, const float *in, float *out, int width, int ro
 /*
  * Backward through one layer.  dout holds dL/d(out) and is overwritten
  * with dL/d(pre-activation); grad (a layer buffer like wb) gets the
- * weight and bias gradients added; din, when not NULL, receives dL/d(in).
+ * weight and bias gradients added (accumulate = 1) or written over
+ * whatever it held (accumulate = 0: a GEMM with beta = 0, for a fresh
+ * FSDP buffer); din, when not NULL, receives dL/d(in).
  */
 void mlp_backward(const float *wb, const float *in, const float *out, float *dout, float *din,
-                  float *grad, int width, int rows, int relu);
+                  float *grad, int accumulate, int width, int rows, int relu);
 
 /* Mean squared error over n values; dout = d(loss * scale)/d(out). */
 double mlp_loss(const float *out, const float *y, float *dout, size_t n, float scale);

@@ -45,7 +45,7 @@ static void reference_step(struct trainer *t, float **p, float **g, float **use,
         *loss += mlp_loss(t->act[o->layers], t->y, t->da, (size_t)t->rows * o->width,
                           1.0f / (float)o->accum);
         for (int l = o->layers - 1; l >= 0; l--) {
-            mlp_backward(use[l], t->act[l], t->act[l + 1], t->da, l > 0 ? t->db : NULL, g[l],
+            mlp_backward(use[l], t->act[l], t->act[l + 1], t->da, l > 0 ? t->db : NULL, g[l], 1,
                          o->width, t->rows, l < o->layers - 1);
             float *swap = t->da;
             t->da = t->db;

@@ -68,14 +68,23 @@ static int backward(struct trainer *t)
         return trainer_fail(t, "begin_backward", rc);
     for (int l = o->layers - 1; l >= 0; l--) {
         float *w, *g;
-        if ((rc = tide_fsdp_acquire(t->f, l, &w)) != 0 || (rc = tide_fsdp_grad(t->f, l, &g)) != 0)
-            return trainer_fail(t, "acquire/grad", rc);
+        int fresh;
+        if ((rc = tide_fsdp_acquire(t->f, l, &w)) != 0 ||
+            (rc = tide_fsdp_grad_fresh(t->f, l, &g, &fresh)) != 0)
+            return trainer_fail(t, "acquire/grad_fresh", rc);
         double c0 = compute_begin(t, "backward", l);
+        /* Sleep mode leaves g as it is, fresh or not: the sleep stands
+         * for the whole backward, writing g included (the accelerator's
+         * work, not this CPU's).  No loss is computed there, so g's
+         * values (whatever the recycled buffer held) only pass through
+         * the reductions and the optimizer, whose cost does not depend
+         * on them (subnormals aside).  The replay (replay_step) writes
+         * none either: neither figure pays a zeroing the other does not. */
         if (o->sleep)
             train_sleep(t->bwd_s);
         else
-            mlp_backward(w, t->act[l], t->act[l + 1], t->da, l > 0 ? t->db : NULL, g, o->width,
-                         t->rows, l < o->layers - 1);
+            mlp_backward(w, t->act[l], t->act[l + 1], t->da, l > 0 ? t->db : NULL, g, !fresh,
+                         o->width, t->rows, l < o->layers - 1);
         compute_end(t, c0);
         if ((rc = tide_fsdp_grad_ready(t->f, l)) != 0 || (rc = tide_fsdp_release(t->f, l)) != 0)
             return trainer_fail(t, "grad_ready/release", rc);
@@ -111,7 +120,8 @@ static int train_step(struct trainer *t, int step, double *loss)
 }
 
 /* The step's collectives with no compute: acquire/release everything,
- * make zero gradients ready, sync, and tell FSDP the parameters changed
+ * make the gradients ready unwritten (tide_fsdp_grad_fresh: no zeroing,
+ * as in a sleep-mode step), sync, and tell FSDP the parameters changed
  * without changing them.  That last call stands for the optimizer step:
  * it is what makes SHARD_GRAD_OP re-gather in the next forward, so
  * without it the replays of that strategy would gather nothing in
@@ -120,13 +130,15 @@ static int replay_step(struct trainer *t)
 {
     int rc = tide_fsdp_begin_forward(t->f);
     float *w, *g;
+    int fresh;
     for (int l = 0; rc == 0 && l < t->o->layers; l++)
         if ((rc = tide_fsdp_acquire(t->f, l, &w)) == 0)
             rc = tide_fsdp_release(t->f, l);
     if (rc == 0)
         rc = tide_fsdp_begin_backward(t->f);
     for (int l = t->o->layers - 1; rc == 0 && l >= 0; l--)
-        if ((rc = tide_fsdp_acquire(t->f, l, &w)) == 0 && (rc = tide_fsdp_grad(t->f, l, &g)) == 0 &&
+        if ((rc = tide_fsdp_acquire(t->f, l, &w)) == 0 &&
+            (rc = tide_fsdp_grad_fresh(t->f, l, &g, &fresh)) == 0 &&
             (rc = tide_fsdp_grad_ready(t->f, l)) == 0)
             rc = tide_fsdp_release(t->f, l);
     if (rc == 0)

@@ -32,7 +32,8 @@ int trainer_fail(struct trainer *t, const char *call, int rc)
 
 /* Sleep mode: how long one layer's forward and backward take with BLAS
  * here (median of 5, the largest over the ranks), so the sleeps stand in
- * for the same math.  Collective over the world. */
+ * for the same math.  The backward writes a fresh gradient (beta = 0),
+ * as every step without --accum does.  Collective over the world. */
 static void calibrate(struct trainer *t)
 {
     int w = t->o->width;
@@ -47,7 +48,7 @@ static void calibrate(struct trainer *t)
         double t1 = train_now();
         memcpy(t->da, t->act[1], (size_t)t->rows * w * sizeof(float));
         double t2 = train_now();
-        mlp_backward(wb, t->act[0], t->act[1], t->da, t->db, g, w, t->rows, 1);
+        mlp_backward(wb, t->act[0], t->act[1], t->da, t->db, g, 0, w, t->rows, 1);
         fw[i] = t1 - t0;
         bw[i] = train_now() - t2;
     }
