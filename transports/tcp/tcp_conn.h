@@ -29,7 +29,6 @@
 #define TCP_STAGE_BYTES (16 * 1024)   /* staging buffer per connection */
 #define TCP_DIRECT_MIN (4 * 1024)     /* payload rest received in place */
 #define TCP_MAX_SUBMIT (1u << 30)     /* io_uring results are ints */
-#define TCP_SEND_NOW_MAX (64 * 1024)  /* batches sent without the ring */
 
 struct tide__tcp;
 
@@ -67,7 +66,8 @@ struct tcp_conn {
     bool rx_direct;               /* the kernel writes into rx_dst */
     bool rx_cancelled;            /* rx_msg was withdrawn mid-receive */
     bool rx_busy;                 /* a kernel receive is armed */
-    bool rx_idle;                 /* the stage wants bytes; none armed */
+    bool rx_idle;                 /* the stage (or, idle_direct, rx_dst) wants bytes; none armed */
+    bool rx_idle_direct;          /* rx_idle, and the payload goes straight to rx_dst */
     bool parked;                  /* frame waits for room in the pool */
     struct tide__uop rx_uop;
 

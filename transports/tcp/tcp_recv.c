@@ -4,7 +4,8 @@
  *
  * The state between kernel completions lives in the connection:
  *   in_frame == false            waiting for (the rest of) a header
- *   in_frame, rx_direct == false payload bytes come through the stage
+ *   in_frame, rx_direct == false payload bytes come through the stage,
+ *                                or (rx_idle_direct) are read into rx_dst
  *   in_frame, rx_direct == true  the kernel writes into rx_dst itself
  *
  * The stage is filled in one of two ways.  A thread that spins in the
@@ -15,7 +16,10 @@
  * inter-processor interrupt, and on this project's machines that made
  * each small message ~10 us slower than a plain recv() (an 8-byte round
  * trip 38 us instead of ~10).  In between, rx_idle says the stage wants
- * bytes and no kernel receive is armed: the data waits in the socket. */
+ * bytes and no kernel receive is armed: the data waits in the socket.
+ * The rest of a large payload goes straight into its destination the
+ * same way (rx_idle_direct): read by the spinning driver, or by a kernel
+ * receive armed before it sleeps. */
 #include "transports/tcp/tcp_conn.h"
 
 #include <errno.h>
@@ -37,25 +41,43 @@ static void want_stage(struct tcp_conn *c)
     c->rx_idle = true;
 }
 
-void tcp_recv_arm(struct tcp_conn *c)
+static size_t direct_len(const struct tcp_conn *c)
 {
-    if (!c->rx_idle || c->lost)
-        return;
-    c->rx_idle = false;
-    struct io_uring_sqe *sqe = tide__reactor_sqe(&c->tp->base.ctx->reactor, &c->rx_uop);
-    io_uring_prep_recv(sqe, c->fd, c->stage + c->stage_len, TCP_STAGE_BYTES - c->stage_len, 0);
-    c->tp->kernel_ops++;
-    c->rx_busy = true;
+    return c->rx_left < TCP_MAX_SUBMIT ? c->rx_left : TCP_MAX_SUBMIT;
 }
 
 static void submit_direct(struct tcp_conn *c)
 {
-    size_t n = c->rx_left < TCP_MAX_SUBMIT ? c->rx_left : TCP_MAX_SUBMIT;
+    size_t n = direct_len(c);
     struct io_uring_sqe *sqe = tide__reactor_sqe(&c->tp->base.ctx->reactor, &c->rx_uop);
     io_uring_prep_recv(sqe, c->fd, c->rx_dst, n, MSG_WAITALL);
     c->tp->kernel_ops++;
     c->rx_busy = true;
     c->rx_direct = true;
+}
+
+/* The rest of the payload wants to go straight to rx_dst. */
+static void want_direct(struct tcp_conn *c)
+{
+    c->stage_pos = c->stage_len = 0; /* all consumed */
+    c->rx_idle = true;
+    c->rx_idle_direct = true;
+}
+
+void tcp_recv_arm(struct tcp_conn *c)
+{
+    if (!c->rx_idle || c->lost)
+        return;
+    c->rx_idle = false;
+    if (c->rx_idle_direct) {
+        c->rx_idle_direct = false;
+        submit_direct(c);
+        return;
+    }
+    struct io_uring_sqe *sqe = tide__reactor_sqe(&c->tp->base.ctx->reactor, &c->rx_uop);
+    io_uring_prep_recv(sqe, c->fd, c->stage + c->stage_len, TCP_STAGE_BYTES - c->stage_len, 0);
+    c->tp->kernel_ops++;
+    c->rx_busy = true;
 }
 
 /* The header in c->rx_hdr was parsed: decide where its payload goes.
@@ -147,8 +169,7 @@ static void parse(struct tcp_conn *c)
                 continue;
             }
             if (c->rx_dst && c->rx_left >= TCP_DIRECT_MIN) {
-                c->stage_pos = c->stage_len = 0; /* all consumed */
-                submit_direct(c);
+                want_direct(c);
             } else {
                 want_stage(c);
             }
@@ -248,11 +269,14 @@ int tcp_recv_poll(struct tcp_conn *c)
      * sleeps, and a system call per idle peer per spin would add up. */
     if (!c->mq.posted.head && !c->in_frame && !c->stage_len)
         return 0;
-    ssize_t n = recv(c->fd, c->stage + c->stage_len, TCP_STAGE_BYTES - c->stage_len, MSG_DONTWAIT);
+    bool direct = c->rx_idle_direct;
+    ssize_t n = direct ? recv(c->fd, c->rx_dst, direct_len(c), MSG_DONTWAIT)
+                       : recv(c->fd, c->stage + c->stage_len, TCP_STAGE_BYTES - c->stage_len,
+                              MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return 0;
-    c->rx_idle = false;
-    received(c, false, n < 0 ? -errno : (int)n);
+    c->rx_idle = c->rx_idle_direct = false;
+    received(c, direct, n < 0 ? -errno : (int)n);
     return 1;
 }
 
@@ -264,7 +288,7 @@ void tcp_recv_lost(struct tcp_conn *c)
         tcp_recv_fail_all(c);
         return;
     }
-    c->rx_idle = false;
+    c->rx_idle = c->rx_idle_direct = false;
     lost_while_receiving(c);
 }
 
@@ -322,6 +346,7 @@ int tcp_recv_withdraw(struct tcp_conn *c, tide__msg *m)
     if (!c->rx_direct) {
         c->rx_msg = NULL;
         c->rx_dst = NULL; /* the rest of the payload is discarded */
+        c->rx_idle_direct = false; /* through the stage */
         return 0;
     }
     /* The kernel is writing into m's buffer: cancel, and finish when the

@@ -81,15 +81,15 @@ static void sent(struct tcp_conn *c, size_t n)
         tide__msg_done(c->tp->base.ctx, c->tx[c->tx_next++], 0);
 }
 
-/* A small batch goes out at once with a non-blocking sendmsg from the
- * driving thread: through the ring the same send costs a submission and
- * a completion to reap, and its completion is seen a turn later.
- * Returns true when the whole batch went; otherwise the ring sends the
- * rest (and reports any error). */
+/* A batch goes out at once with a non-blocking sendmsg from the driving
+ * thread: through the ring the same send costs a submission and a
+ * completion to reap, its completion is seen a turn later, and in thread
+ * mode that completion interrupts whoever spins.  (The ring's first try
+ * at a send runs in the submitting thread too, so a large batch costs
+ * that thread no more copying than before.)  Returns true when the whole
+ * batch went; otherwise the ring sends the rest (and reports any error). */
 static bool send_now(struct tcp_conn *c)
 {
-    if (c->tx_total > TCP_SEND_NOW_MAX)
-        return false;
     struct msghdr mh = {.msg_iov = c->tx_iov, .msg_iovlen = c->tx_iov_n};
     ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n <= 0)
