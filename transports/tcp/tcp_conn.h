@@ -28,6 +28,7 @@
 #define TCP_TX_BATCH 32               /* messages per sendmsg */
 #define TCP_STAGE_BYTES (16 * 1024)   /* staging buffer per connection */
 #define TCP_DIRECT_MIN (4 * 1024)     /* payload rest received in place */
+#define TCP_SEND_NOW_MAX (64 * 1024)  /* batches sent without the ring */
 #define TCP_MAX_SUBMIT (1u << 30)     /* io_uring results are ints */
 
 struct tide__tcp;
