@@ -28,8 +28,8 @@
 #define TCP_TX_BATCH 32               /* messages per sendmsg */
 #define TCP_STAGE_BYTES (16 * 1024)   /* staging buffer per connection */
 #define TCP_DIRECT_MIN (4 * 1024)     /* payload rest received in place */
-#define TCP_SEND_NOW_MAX (64 * 1024)  /* batches sent without the ring */
 #define TCP_MAX_SUBMIT (1u << 30)     /* io_uring results are ints */
+#define TCP_SEND_NOW_MAX (64 * 1024)  /* batches sent without the ring */
 
 struct tide__tcp;
 
@@ -67,8 +67,7 @@ struct tcp_conn {
     bool rx_direct;               /* the kernel writes into rx_dst */
     bool rx_cancelled;            /* rx_msg was withdrawn mid-receive */
     bool rx_busy;                 /* a kernel receive is armed */
-    bool rx_idle;                 /* the stage (or, idle_direct, rx_dst) wants bytes; none armed */
-    bool rx_idle_direct;          /* rx_idle, and the payload goes straight to rx_dst */
+    bool rx_idle;                 /* bytes wanted (stage or rx_dst); none armed */
     bool parked;                  /* frame waits for room in the pool */
     struct tide__uop rx_uop;
 

@@ -5,7 +5,7 @@
  * The state between kernel completions lives in the connection:
  *   in_frame == false            waiting for (the rest of) a header
  *   in_frame, rx_direct == false payload bytes come through the stage,
- *                                or (rx_idle_direct) are read into rx_dst
+ *                                or (wants_direct) are read into rx_dst
  *   in_frame, rx_direct == true  the kernel writes into rx_dst itself
  *
  * The stage is filled in one of two ways.  A thread that spins in the
@@ -18,7 +18,7 @@
  * trip 38 us instead of ~10).  In between, rx_idle says the stage wants
  * bytes and no kernel receive is armed: the data waits in the socket.
  * The rest of a large payload goes straight into its destination the
- * same way (rx_idle_direct): read by the spinning driver, or by a kernel
+ * same way (wants_direct): read by the spinning driver, or by a kernel
  * receive armed before it sleeps. */
 #include "transports/tcp/tcp_conn.h"
 
@@ -27,8 +27,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* The stage wants more bytes: see the top of the file for who reads them. */
-static void want_stage(struct tcp_conn *c)
+/* The connection wants more bytes, into the stage or (wants_direct)
+ * into rx_dst: see the top of the file for who reads them. */
+static void want_bytes(struct tcp_conn *c)
 {
     /* Whatever is unconsumed (at most part of a header) moves to the
      * front, so the buffer never needs to wrap. */
@@ -41,27 +42,24 @@ static void want_stage(struct tcp_conn *c)
     c->rx_idle = true;
 }
 
+/* The rest of a payload big enough to skip the stage: once the stage is
+ * drained, its bytes go straight to where they belong. */
+static bool wants_direct(const struct tcp_conn *c)
+{
+    return c->in_frame && c->rx_dst && c->rx_left >= TCP_DIRECT_MIN;
+}
+
 static size_t direct_len(const struct tcp_conn *c)
 {
     return c->rx_left < TCP_MAX_SUBMIT ? c->rx_left : TCP_MAX_SUBMIT;
 }
 
-static void submit_direct(struct tcp_conn *c)
+static void kernel_recv(struct tcp_conn *c, void *buf, size_t len, int flags)
 {
-    size_t n = direct_len(c);
     struct io_uring_sqe *sqe = tide__reactor_sqe(&c->tp->base.ctx->reactor, &c->rx_uop);
-    io_uring_prep_recv(sqe, c->fd, c->rx_dst, n, MSG_WAITALL);
+    io_uring_prep_recv(sqe, c->fd, buf, len, flags);
     c->tp->kernel_ops++;
     c->rx_busy = true;
-    c->rx_direct = true;
-}
-
-/* The rest of the payload wants to go straight to rx_dst. */
-static void want_direct(struct tcp_conn *c)
-{
-    c->stage_pos = c->stage_len = 0; /* all consumed */
-    c->rx_idle = true;
-    c->rx_idle_direct = true;
 }
 
 void tcp_recv_arm(struct tcp_conn *c)
@@ -69,15 +67,11 @@ void tcp_recv_arm(struct tcp_conn *c)
     if (!c->rx_idle || c->lost)
         return;
     c->rx_idle = false;
-    if (c->rx_idle_direct) {
-        c->rx_idle_direct = false;
-        submit_direct(c);
-        return;
-    }
-    struct io_uring_sqe *sqe = tide__reactor_sqe(&c->tp->base.ctx->reactor, &c->rx_uop);
-    io_uring_prep_recv(sqe, c->fd, c->stage + c->stage_len, TCP_STAGE_BYTES - c->stage_len, 0);
-    c->tp->kernel_ops++;
-    c->rx_busy = true;
+    c->rx_direct = wants_direct(c);
+    if (c->rx_direct)
+        kernel_recv(c, c->rx_dst, direct_len(c), MSG_WAITALL);
+    else
+        kernel_recv(c, c->stage + c->stage_len, TCP_STAGE_BYTES - c->stage_len, 0);
 }
 
 /* The header in c->rx_hdr was parsed: decide where its payload goes.
@@ -168,17 +162,13 @@ static void parse(struct tcp_conn *c)
                 frame_done(c);
                 continue;
             }
-            if (c->rx_dst && c->rx_left >= TCP_DIRECT_MIN) {
-                want_direct(c);
-            } else {
-                want_stage(c);
-            }
+            want_bytes(c);
             return;
         }
         if (c->parked)
             return;
         if (c->stage_len - c->stage_pos < TIDE_FRAME_HDR_SIZE) {
-            want_stage(c);
+            want_bytes(c);
             return;
         }
         if (tide__frame_decode(c->stage + c->stage_pos, &c->rx_hdr) < 0) {
@@ -269,13 +259,13 @@ int tcp_recv_poll(struct tcp_conn *c)
      * sleeps, and a system call per idle peer per spin would add up. */
     if (!c->mq.posted.head && !c->in_frame && !c->stage_len)
         return 0;
-    bool direct = c->rx_idle_direct;
+    bool direct = wants_direct(c);
     ssize_t n = direct ? recv(c->fd, c->rx_dst, direct_len(c), MSG_DONTWAIT)
                        : recv(c->fd, c->stage + c->stage_len, TCP_STAGE_BYTES - c->stage_len,
                               MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return 0;
-    c->rx_idle = c->rx_idle_direct = false;
+    c->rx_idle = false;
     received(c, direct, n < 0 ? -errno : (int)n);
     return 1;
 }
@@ -288,7 +278,7 @@ void tcp_recv_lost(struct tcp_conn *c)
         tcp_recv_fail_all(c);
         return;
     }
-    c->rx_idle = c->rx_idle_direct = false;
+    c->rx_idle = false;
     lost_while_receiving(c);
 }
 
@@ -345,8 +335,7 @@ int tcp_recv_withdraw(struct tcp_conn *c, tide__msg *m)
         return 0; /* not ours any more */
     if (!c->rx_direct) {
         c->rx_msg = NULL;
-        c->rx_dst = NULL; /* the rest of the payload is discarded */
-        c->rx_idle_direct = false; /* through the stage */
+        c->rx_dst = NULL; /* the rest of the payload is discarded, through the stage */
         return 0;
     }
     /* The kernel is writing into m's buffer: cancel, and finish when the
