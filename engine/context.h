@@ -319,9 +319,11 @@ bool tide__progress_try_drive(struct tide__ctx *ctx);
 void tide__progress_release(struct tide__ctx *ctx);
 
 /* The holder of the drive right: turn until req completes or deadline,
- * spinning until spin_end, then sleeping in the ring. */
+ * spinning until *spin_end, then sleeping in the ring.  A turn that moved
+ * something pushes *spin_end to the spin time past it: only a quiet spin
+ * ends in sleep. */
 void tide__progress_drive_until(struct tide__ctx *ctx, tide_req *req, uint64_t deadline,
-                                uint64_t spin_end);
+                                uint64_t *spin_end);
 
 /* Thread mode, around a caller's wait: while any caller waits the
  * progress thread parks; the last one out wakes it if operations are

@@ -248,8 +248,16 @@ static void block_in_ring(struct tide__ctx *ctx, uint64_t wait_ns)
     atomic_store(&ctx->sleeping, 0);
 }
 
+/* The spin is measured from the last turn that moved something, not
+ * from the start of the wait: a large message arrives over hundreds of
+ * microseconds, and a waiter that went to sleep halfway let the kernel
+ * finish it as a blocking receive does, in bursts after each wake-up.
+ * Measured here (interleaved runs): 2-rank 2 MiB broadcast 469 -> 323 us,
+ * 4-rank small broadcasts 14-19 -> 6-10 us (a stream of arrivals kept
+ * putting receivers to sleep); a raw socket receiver shows the same
+ * (2 MiB one way, 310 us spinning, 470 us blocking). */
 void tide__progress_drive_until(struct tide__ctx *ctx, tide_req *req, uint64_t deadline,
-                                uint64_t spin_end)
+                                uint64_t *spin_end)
 {
     for (;;) {
         int moved = tide__progress_turn(ctx, 0);
@@ -258,7 +266,9 @@ void tide__progress_drive_until(struct tide__ctx *ctx, tide_req *req, uint64_t d
         uint64_t now = tide__now_ns();
         if (now >= deadline)
             return;
-        if (now < spin_end) {
+        if (moved && now + ctx->spin_ns > *spin_end)
+            *spin_end = now + ctx->spin_ns;
+        if (now < *spin_end) {
             if (!moved)
                 tide__spin_yield(); /* the peer we wait for may need this core */
             continue;

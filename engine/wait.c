@@ -3,7 +3,8 @@
  * the drive right (always in inline mode; in thread mode the progress
  * thread parks while anyone waits): spinning first (small-message latency
  * lives on it: ~9 us round trips spinning against ~60 us sleeping,
- * measured on this project's machines), then sleeping in io_uring_enter.
+ * measured on this project's machines), for as long as arrivals keep
+ * coming and TIDE_SPIN_US after the last, then sleeping in io_uring_enter.
  * Every idle pass of a spin yields the core (tide__spin_yield): with more
  * ranks than cores the peer we wait for needs it, and a pure spin made a
  * 4-rank allreduce two to three times slower.  A caller that finds another
@@ -48,7 +49,7 @@ static int wait_driving(tide_req *req, uint64_t deadline)
         if (now >= deadline)
             return TIDE_ETIMEDOUT;
         if (tide__progress_try_drive(ctx)) {
-            tide__progress_drive_until(ctx, req, deadline, spin_end);
+            tide__progress_drive_until(ctx, req, deadline, &spin_end);
             tide__progress_release(ctx);
         } else if (now < spin_end) {
             tide__spin_yield();

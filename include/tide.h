@@ -104,7 +104,7 @@ typedef struct tide_config {
     double timeout_s;           /* default deadline of every operation */
     double bootstrap_timeout_s; /* deadline for rendezvous + mesh */
     tide_progress_mode progress;
-    int spin_us;                /* spin this long before blocking */
+    int spin_us;                /* spin this long without arrivals before blocking */
     int log_level;              /* 0 errors, 1 warnings, 2 info, 3 debug */
     char trace_path[1024];      /* "" = no trace; see tide_trace_begin */
 } tide_config;
@@ -174,8 +174,8 @@ TIDE_API int tide_finalize(tide_comm *comm);
  * operation's own deadline, which then fails it with TIDE_ETIMEDOUT).
  * Returns 0 when the operation succeeded, its error when it failed, and
  * TIDE_ETIMEDOUT when timeout_ms elapsed first: the request then stays
- * pending and may be waited on again.  Spins up to TIDE_SPIN_US, then
- * sleeps in the kernel.
+ * pending and may be waited on again.  Spins until TIDE_SPIN_US pass
+ * without anything arriving, then sleeps in the kernel.
  */
 TIDE_API int tide_wait(tide_req *req, int timeout_ms);
 
