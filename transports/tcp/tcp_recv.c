@@ -287,12 +287,39 @@ void tcp_recv_start(struct tcp_conn *c)
     parse(c);
 }
 
+/* The receive m matches the frame arriving right now, so far into an
+ * unexpected buffer.  Unless the kernel is writing into that buffer, the
+ * receive takes the frame over: what arrived is copied once and the rest
+ * goes straight into m's buffer.  (A sender that runs ahead, as a
+ * broadcast root does, has the next large message's header in the stream
+ * before its receive is posted: without this, every byte of it went
+ * through a fresh buffer and a second copy.)  Returns false when the
+ * frame must finish into the buffer (frame_done then delivers it). */
+static bool adopt_arriving(struct tcp_conn *c, struct tide__unexp *ux, tide__msg *m)
+{
+    struct tide__tcp *tp = c->tp;
+    if (c->rx_ux != ux || (c->rx_busy && c->rx_direct) || tide__match_check(m, &ux->hdr))
+        return false;
+    size_t arrived = (size_t)ux->hdr.len - c->rx_left;
+    if (arrived)
+        memcpy(m->buf, ux->data, arrived);
+    c->rx_msg = m;
+    c->rx_status = 0;
+    c->rx_dst = (uint8_t *)m->buf + arrived;
+    c->rx_ux = NULL;
+    tp->ux_bytes -= (size_t)ux->hdr.len;
+    tide__unexp_free(ux);
+    tcp_unexpected_freed(tp);
+    return true;
+}
+
 void tcp_recv_post(struct tcp_conn *c, tide__msg *m)
 {
     struct tide__tcp *tp = c->tp;
     struct tide__unexp *ux = tide__match_take_unexpected(&c->mq, m);
     if (ux && !ux->complete) {
-        ux->claimed = m; /* it is arriving right now; frame_done delivers */
+        if (!adopt_arriving(c, ux, m))
+            ux->claimed = m; /* frame_done delivers it */
         return;
     }
     if (ux) {
