@@ -79,8 +79,14 @@ static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes)
             return &tide__algo_rabenseifner;
         return &tide__algo_ring_allreduce;
     case TIDE_KIND_BROADCAST:
-        return bytes <= (64u << 10) || n <= 2 ? &tide__algo_binomial_bcast
-                                              : &tide__algo_chain_bcast;
+        /* Two ranks: the chain is the root's one send cut into 256 KiB
+         * messages with 2 MiB in flight, and above 512 KiB that beat one
+         * whole message here (interleaved runs, 2026-11-21: 1 MiB
+         * 196 -> 177 us, 4 MiB 853 -> 732, 16 MiB 4016 -> 3180; 2 MiB
+         * within noise; below 512 KiB the whole message wins). */
+        if (bytes <= (64u << 10) || (n <= 2 && bytes <= (512u << 10)))
+            return &tide__algo_binomial_bcast;
+        return &tide__algo_chain_bcast;
     case TIDE_KIND_REDUCE:
         return &tide__algo_binomial_reduce;
     case TIDE_KIND_ALLGATHER:
