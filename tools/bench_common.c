@@ -403,7 +403,7 @@ int bench_run_once(struct bench *b, const struct bench_shape *s, bool inplace,
     if (rc)
         fprintf(stderr, "%s of %zu bytes failed: %s\n", colls[b->opt.coll].name, s->bytes,
                 tide_req_message(req));
-    else if (algo)
+    else if (algo && strcmp(algo, tide_req_algorithm(req)) != 0) /* no printf per call */
         snprintf(algo, BENCH_ALGO_LEN, "%s", tide_req_algorithm(req));
     tide_req_free(req);
     return rc;
