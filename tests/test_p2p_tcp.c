@@ -89,24 +89,43 @@ static void self_and_zero(tide_comm *comm, void *arg)
     EXPECT_OK(tide_barrier(comm));
 }
 
+#define BIG_BYTES ((size_t)64 << 20)
+
+static uint32_t pattern_word(size_t i, int rank)
+{
+    return (uint32_t)(i * 2654435761u) ^ (uint32_t)rank;
+}
+
+/* A BIG_BYTES send buffer holding rank's pattern, and a zeroed receive
+ * buffer. */
+static void big_buffers(int rank, uint32_t **out, uint32_t **in)
+{
+    *out = malloc(BIG_BYTES);
+    *in = calloc(1, BIG_BYTES);
+    EXPECT(*out && *in, "malloc");
+    for (size_t i = 0; i < BIG_BYTES / 4; i++)
+        (*out)[i] = pattern_word(i, rank);
+}
+
+static void expect_pattern(const uint32_t *in, int from)
+{
+    for (size_t i = 0; i < BIG_BYTES / 4; i++)
+        EXPECT(in[i] == pattern_word(i, from), "word %zu differs", i);
+}
+
 /* 64 MiB each way between rank pairs, with a checked pattern. */
 static void big_messages(tide_comm *comm, void *arg)
 {
     int r = tide_comm_rank(comm), n = tide_comm_size(comm);
-    size_t bytes = 64u << 20;
-    uint32_t *out = malloc(bytes), *in = malloc(bytes);
-    EXPECT(out && in, "malloc");
-    for (size_t i = 0; i < bytes / 4; i++)
-        out[i] = (uint32_t)(i * 2654435761u) ^ (uint32_t)r;
-    memset(in, 0, bytes);
+    uint32_t *out, *in;
+    big_buffers(r, &out, &in);
     int to = (r + 1) % n, from = (r + n - 1) % n;
     tide_req *rs, *rr;
-    EXPECT_OK(tide_irecv(comm, in, bytes, from, 9, &rr));
-    EXPECT_OK(tide_isend(comm, out, bytes, to, 9, &rs));
+    EXPECT_OK(tide_irecv(comm, in, BIG_BYTES, from, 9, &rr));
+    EXPECT_OK(tide_isend(comm, out, BIG_BYTES, to, 9, &rs));
     EXPECT_OK(tide_wait(rs, -1));
     EXPECT_OK(tide_wait(rr, -1));
-    for (size_t i = 0; i < bytes / 4; i++)
-        EXPECT(in[i] == ((uint32_t)(i * 2654435761u) ^ (uint32_t)from), "word %zu differs", i);
+    expect_pattern(in, from);
     tide_req_free(rs);
     tide_req_free(rr);
     free(out);
@@ -123,16 +142,12 @@ static void big_messages(tide_comm *comm, void *arg)
 static void late_receive_of_arriving_message(tide_comm *comm, void *arg)
 {
     int r = tide_comm_rank(comm), n = tide_comm_size(comm);
-    size_t bytes = 64u << 20;
-    uint32_t *out = malloc(bytes), *in = malloc(bytes);
-    EXPECT(out && in, "malloc");
-    for (size_t i = 0; i < bytes / 4; i++)
-        out[i] = (uint32_t)(i * 40503u) + (uint32_t)r;
-    memset(in, 0, bytes);
+    uint32_t *out, *in;
+    big_buffers(r, &out, &in);
     int to = (r + 1) % n, from = (r + n - 1) % n;
     uint64_t tail_out = 0x7469646500000000ull | (uint64_t)r, tail_in = 0;
     tide_req *sb, *st, *rb, *rt;
-    EXPECT_OK(tide_isend(comm, out, bytes, to, 11, &sb));
+    EXPECT_OK(tide_isend(comm, out, BIG_BYTES, to, 11, &sb));
     EXPECT_OK(tide_isend(comm, &tail_out, sizeof tail_out, to, 12, &st));
     EXPECT_OK(tide_irecv(comm, &tail_in, sizeof tail_in, from, 12, &rt));
     int done = 0;
@@ -140,13 +155,12 @@ static void late_receive_of_arriving_message(tide_comm *comm, void *arg)
         EXPECT_OK(tide_test(rt, &done));
         usleep(200);
     }
-    EXPECT_OK(tide_irecv(comm, in, bytes, from, 11, &rb));
+    EXPECT_OK(tide_irecv(comm, in, BIG_BYTES, from, 11, &rb));
     EXPECT_OK(tide_wait(rb, -1));
     EXPECT_OK(tide_wait(rt, -1));
     EXPECT_OK(tide_wait(sb, -1));
     EXPECT_OK(tide_wait(st, -1));
-    for (size_t i = 0; i < bytes / 4; i++)
-        EXPECT(in[i] == (uint32_t)(i * 40503u) + (uint32_t)from, "word %zu differs", i);
+    expect_pattern(in, from);
     EXPECT(tail_in == (0x7469646500000000ull | (uint64_t)from), "tail %llx",
            (unsigned long long)tail_in);
     tide_req_free(sb);
