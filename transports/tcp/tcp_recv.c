@@ -290,11 +290,11 @@ void tcp_recv_start(struct tcp_conn *c)
 /* The receive m matches the frame arriving right now, so far into an
  * unexpected buffer.  Unless the kernel is writing into that buffer, the
  * receive takes the frame over: what arrived is copied once and the rest
- * goes straight into m's buffer.  (A sender that runs ahead, as a
- * broadcast root does, has the next large message's header in the stream
- * before its receive is posted: without this, every byte of it went
- * through a fresh buffer and a second copy.)  Returns false when the
- * frame must finish into the buffer (frame_done then delivers it). */
+ * goes straight into m's buffer.  (A receiver that posts late, behind
+ * a sender already streaming a large message, otherwise had every byte
+ * of it go through a fresh buffer and a second copy.)  Returns false
+ * when the frame must finish into the buffer (frame_done then delivers
+ * it). */
 static bool adopt_arriving(struct tcp_conn *c, struct tide__unexp *ux, tide__msg *m)
 {
     struct tide__tcp *tp = c->tp;
