@@ -272,11 +272,17 @@ static void ring_start(tide_req *req)
     for (int b = 0; b < o->n; b++)
         if (tide__blk_len(c, b) > most)
             most = tide__blk_len(c, b);
-    size_t min_chunk = CHUNK / c->esize;
-    o->chunk = (most + MAX_CHUNKS - 1) / MAX_CHUNKS;
-    if (o->chunk < min_chunk)
-        o->chunk = min_chunk;
-    o->nchunks = most ? (int)((most + o->chunk - 1) / o->chunk) : 1;
+    /* Chunks of about CHUNK bytes, all the same length: a block of
+     * 1 MiB + 1 KiB (an FSDP unit with its bias) went as 512 KiB, 512 KiB
+     * and a 1 KiB straggler, one more message per step for nothing. */
+    size_t target = (most + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    if (target < CHUNK / c->esize)
+        target = CHUNK / c->esize;
+    size_t nchunks = (most + target / 2) / target;
+    if (nchunks == 0)
+        nchunks = 1;
+    o->nchunks = (int)nchunks;
+    o->chunk = most ? (most + nchunks - 1) / nchunks : target;
     o->units = (uint64_t)(o->last - o->first) * (uint64_t)o->nchunks;
 
     if (o->first == o->n - 1) { /* all-gather: start from this rank's block in place */
