@@ -74,12 +74,28 @@ static int step_shards(tide_fsdp *f, const char *call, update_fn fn, const void 
     return rc;
 }
 
+/* At -O2 gcc vectorizes a loop only if it needs no alias check (hence
+ * restrict: a shard's parameters and gradient never overlap) and no
+ * scalar epilogue (hence whole blocks, then a tail).  The plain loop ran
+ * scalar: 1.4-3.8 ms per step for a 4-rank demo's 2 Mi elements, at the
+ * end of the backward, where the next forward's first gather waits for
+ * it on every rank.  Element for element the same arithmetic. */
+enum { SGD_BLOCK = 64 };
+
+static void sgd_span(float *restrict p, const float *restrict g, float lr, size_t n)
+{
+    size_t k = 0;
+    for (; k + SGD_BLOCK <= n; k += SGD_BLOCK)
+        for (size_t j = 0; j < SGD_BLOCK; j++)
+            p[k + j] -= lr * g[k + j];
+    for (; k < n; k++)
+        p[k] -= lr * g[k];
+}
+
 static int sgd_unit(tide_fsdp *f, struct tide__fsdp_unit *u, const void *arg)
 {
-    float lr = *(const float *)arg;
     (void)f;
-    for (size_t k = 0; k < u->shard; k++)
-        u->shard_params[k] -= lr * u->shard_grad[k];
+    sgd_span(u->shard_params, u->shard_grad, *(const float *)arg, u->shard);
     return 0;
 }
 
