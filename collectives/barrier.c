@@ -70,12 +70,13 @@ int tide_ibarrier(tide_comm *comm, tide_req **out)
     req->sig.root = -1;
     req->algorithm = "dissemination";
     *out = req;
-    return tide__req_submit(req);
+    return tide__req_submit(req, 0);
 }
 
 int tide_barrier(tide_comm *comm)
 {
     tide_req *req;
+    tide__wait_next();
     int rc = tide_ibarrier(comm, &req);
     return tide__wait_and_free(rc, req);
 }

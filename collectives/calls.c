@@ -149,7 +149,7 @@ static int launch(struct call *k, tide_req **out)
     c->stage_to = k->stage_to;
     c->stage_bytes = k->stage_bytes;
     *out = req;
-    return tide__req_submit(req);
+    return tide__req_submit(req, k->bytes);
 }
 
 static struct call call_of(const char *fn, const char *name, uint8_t kind, tide_comm *comm,
@@ -189,6 +189,7 @@ int tide_allreduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t c
                    tide_dtype dtype, tide_op op)
 {
     tide_req *req;
+    tide__wait_next();
     int rc = tide_iallreduce(comm, sendbuf, recvbuf, count, dtype, op, &req);
     return tide__wait_and_free(rc, req);
 }
@@ -216,6 +217,7 @@ int tide_ibroadcast(tide_comm *comm, void *buf, size_t count, tide_dtype dtype, 
 int tide_broadcast(tide_comm *comm, void *buf, size_t count, tide_dtype dtype, int root)
 {
     tide_req *req;
+    tide__wait_next();
     int rc = tide_ibroadcast(comm, buf, count, dtype, root, &req);
     return tide__wait_and_free(rc, req);
 }
@@ -257,6 +259,7 @@ int tide_reduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t coun
                 tide_dtype dtype, tide_op op, int root)
 {
     tide_req *req;
+    tide__wait_next();
     int rc = tide_ireduce(comm, sendbuf, recvbuf, count, dtype, op, root, &req);
     return tide__wait_and_free(rc, req);
 }
@@ -289,6 +292,7 @@ int tide_allgather(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t s
                    tide_dtype dtype)
 {
     tide_req *req;
+    tide__wait_next();
     int rc = tide_iallgather(comm, sendbuf, recvbuf, sendcount, dtype, &req);
     return tide__wait_and_free(rc, req);
 }
@@ -345,6 +349,7 @@ int tide_allgatherv(tide_comm *comm, const void *sendbuf, void *recvbuf, const s
                     tide_dtype dtype)
 {
     tide_req *req;
+    tide__wait_next();
     int rc = tide_iallgatherv(comm, sendbuf, recvbuf, counts, dtype, &req);
     return tide__wait_and_free(rc, req);
 }
@@ -402,6 +407,7 @@ int tide_reduce_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf, siz
                         tide_dtype dtype, tide_op op)
 {
     tide_req *req;
+    tide__wait_next();
     int rc = tide_ireduce_scatter(comm, sendbuf, recvbuf, recvcount, dtype, op, &req);
     return tide__wait_and_free(rc, req);
 }
@@ -428,6 +434,7 @@ int tide_reduce_scatterv(tide_comm *comm, const void *sendbuf, void *recvbuf,
                          const size_t *counts, tide_dtype dtype, tide_op op)
 {
     tide_req *req;
+    tide__wait_next();
     int rc = tide_ireduce_scatterv(comm, sendbuf, recvbuf, counts, dtype, op, &req);
     return tide__wait_and_free(rc, req);
 }
@@ -471,6 +478,7 @@ int tide_gather(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t send
                 tide_dtype dtype, int root)
 {
     tide_req *req;
+    tide__wait_next();
     int rc = tide_igather(comm, sendbuf, recvbuf, sendcount, dtype, root, &req);
     return tide__wait_and_free(rc, req);
 }
@@ -491,6 +499,7 @@ int tide_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t rec
                  tide_dtype dtype, int root)
 {
     tide_req *req;
+    tide__wait_next();
     int rc = tide_iscatter(comm, sendbuf, recvbuf, recvcount, dtype, root, &req);
     return tide__wait_and_free(rc, req);
 }
@@ -521,6 +530,7 @@ int tide_alltoall(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t co
                   tide_dtype dtype)
 {
     tide_req *req;
+    tide__wait_next();
     int rc = tide_ialltoall(comm, sendbuf, recvbuf, count, dtype, &req);
     return tide__wait_and_free(rc, req);
 }

@@ -55,7 +55,7 @@ int tide__p2p_post(tide_comm *comm, enum tide__msg_dir dir, void *buf, size_t by
     struct p2p_op *op = (struct p2p_op *)req;
     tide__msg_init(&op->msg, req, dir, peer, TIDE_KIND_P2P, tag, buf, bytes);
     *out = req;
-    return tide__req_submit(req);
+    return tide__req_submit(req, bytes);
 }
 
 int tide_isend(tide_comm *comm, const void *buf, size_t bytes, int peer, int tag, tide_req **req)
@@ -82,6 +82,7 @@ int tide_irecv(tide_comm *comm, void *buf, size_t bytes, int peer, int tag, tide
 int tide_send(tide_comm *comm, const void *buf, size_t bytes, int peer, int tag)
 {
     tide_req *req;
+    tide__wait_next();
     int rc = tide_isend(comm, buf, bytes, peer, tag, &req);
     return tide__wait_and_free(rc, req);
 }
@@ -89,6 +90,7 @@ int tide_send(tide_comm *comm, const void *buf, size_t bytes, int peer, int tag)
 int tide_recv(tide_comm *comm, void *buf, size_t bytes, int peer, int tag)
 {
     tide_req *req;
+    tide__wait_next();
     int rc = tide_irecv(comm, buf, bytes, peer, tag, &req);
     return tide__wait_and_free(rc, req);
 }

@@ -139,6 +139,7 @@ struct tide__ctx {
     bool thread_started;
     struct tide__mpsc cmds;
     _Atomic int sleeping;     /* reactor is (about to be) blocked in the kernel */
+    _Atomic uint32_t napping; /* progress thread naps on this futex word */
     int wake_fd;              /* eventfd user threads write to wake it */
     uint64_t wake_buf;        /* target of the armed eventfd read */
     struct tide__uop wake_uop;
@@ -201,9 +202,10 @@ static inline bool tide__req_is_done(const tide_req *req)
  * zeroed, with both references held.  NULL when out of memory. */
 tide_req *tide__req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t size);
 
-/* Hand req to the reactor (any thread).  Takes effect at once in inline
- * mode.  Returns 0; the request's outcome is reported through it. */
-int tide__req_submit(tide_req *req);
+/* Hand req to the reactor (any thread); bytes: what the call moves, for
+ * the choice of who starts it (request.c).  Takes effect at once in
+ * inline mode.  Returns 0; the request's outcome is reported through it. */
+int tide__req_submit(tide_req *req, size_t bytes);
 
 /* Reactor: the handlers of TIDE_CMD_START and TIDE_CMD_CALLBACK. */
 void tide__req_start_cmd(tide_req *req);
@@ -295,9 +297,15 @@ int tide__p2p_post(tide_comm *comm, enum tide__msg_dir dir, void *buf, size_t by
 
 /* ---- wait.c ---- */
 
-/* The blocking form of every call: if rc (the nonblocking call's result)
- * is 0, wait for req up to its deadline and free it.  Returns the result. */
+/* The blocking form of every call: tide__wait_next() before the
+ * nonblocking call; then if rc (its result) is 0, wait for req up to its
+ * deadline and free it.  Returns the result. */
+void tide__wait_next(void);
 int tide__wait_and_free(int rc, tide_req *req);
+
+/* Whether this thread's next post is a blocking call's (tide__wait_next),
+ * which it forgets as it answers. */
+bool tide__take_wait_next(void);
 
 /* ---- progress.c: who runs the reactor ---- */
 
@@ -308,9 +316,10 @@ int tide__progress_start(struct tide__ctx *ctx);
 /* Any thread: hand a command to the reactor and wake it if it sleeps. */
 void tide__progress_submit(struct tide__ctx *ctx, struct tide__cmd *cmd);
 
-/* Any thread: run a START or CALLBACK command now if nobody else is
- * driving the reactor, else queue it. */
-void tide__progress_run_or_queue(struct tide__ctx *ctx, struct tide__cmd *cmd);
+/* Any thread: a START or CALLBACK command.  In inline mode, or if `here`
+ * (the caller may run it), run it now unless another thread drives;
+ * otherwise hand it to the progress thread (see progress.c). */
+void tide__progress_post(struct tide__ctx *ctx, struct tide__cmd *cmd, bool here);
 
 /* Take the right to drive the reactor (always granted in inline mode);
  * false when another thread has it.  tide__progress_release hands it

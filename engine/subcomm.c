@@ -147,6 +147,7 @@ int tide_comm_split(tide_comm *comm, int color, int key, tide_comm **newcomm)
         goto out;
 
     tide_req *req;
+    tide__wait_next();
     rc = tide_iallgather(comm, mine, all, 2, TIDE_INT32, &req);
     uint64_t seq = req ? req->seq : 0;
     if ((rc = tide__wait_and_free(rc, req)) != 0)

@@ -104,8 +104,27 @@ int tide_test(tide_req *req, int *done)
     return req->status;
 }
 
+/* Set by a blocking call just before its nonblocking post: the request
+ * is waited for at once on this thread, so the post starts it here,
+ * rather than waking the progress thread only for it to park again when
+ * the wait begins (progress.c). */
+static _Thread_local bool wait_next;
+
+void tide__wait_next(void)
+{
+    wait_next = true;
+}
+
+bool tide__take_wait_next(void)
+{
+    bool w = wait_next;
+    wait_next = false;
+    return w;
+}
+
 int tide__wait_and_free(int rc, tide_req *req)
 {
+    wait_next = false; /* the post may have failed before taking it */
     if (rc)
         return rc;
     rc = tide_wait(req, -1);
