@@ -100,7 +100,9 @@ static int backward(struct trainer *t)
 static int optimize(struct trainer *t)
 {
     tide_fsdp_adam_params ap = {t->o->lr, 0.9f, 0.999f, 1e-8f, 0.0f};
+    tide_trace_begin(t->world, "optimizer"); /* a region of the TIDE_TRACE timeline */
     int rc = t->o->adam ? tide_fsdp_adam(t->f, &ap) : tide_fsdp_sgd(t->f, t->o->lr);
+    tide_trace_end(t->world);
     return rc ? trainer_fail(t, "optimizer step", rc) : 0;
 }
 
