@@ -9,12 +9,13 @@
  * side made an 8-byte round trip 115 us instead of 12.)
  *
  * A large nonblocking post (tide_iallreduce, tide_isend; see request.c)
- * goes to the progress thread through the command queue: starting a large operation means copies and system
- * calls (a 1 MiB all-gather's first sends), and the caller posted it so
- * as to compute meanwhile.  Measured here, 4-rank FSDP with sleep
- * compute: the trainer's thread spent 0.3 ms per layer starting
- * collectives, and a rank that fell behind spent more (its peers' data
- * was waiting for it), falling further behind.  A blocking call
+ * goes to the progress thread through the command queue: starting a
+ * large operation means copies and system calls (a 1 MiB all-gather's
+ * first sends), and the caller posted it so as to compute meanwhile.
+ * Measured here, 4-rank FSDP with sleep compute: the trainer's thread
+ * spent 0.3 ms per layer starting collectives, and a rank that fell
+ * behind spent more (its peers' data was waiting for it), falling
+ * further behind.  A blocking call
  * (tide__wait_next) or a small post starts its operation on the caller,
  * which is about to drive the reactor anyway or pays less than a
  * wake-up.  A handed-over post wakes the progress thread wherever it
