@@ -74,7 +74,7 @@
  * thread at once (tide__progress_wait_end); what a long look delays is
  * only work posted after a loop of short waits ended, once. */
 #define LOOK_MAX_NS (2 * TIDE_NS_PER_MS)
-#define NAP_NS (50 * TIDE_NS_PER_US)       /* while a caller posts directly */
+#define NAP_NS (50 * TIDE_NS_PER_US)       /* while a caller drives briefly */
 #define SLEEP_CAP_NS (20 * TIDE_NS_PER_MS) /* deadlines armed by callers fire this late at most */
 
 static void wake_arm(struct tide__ctx *ctx)
@@ -328,6 +328,15 @@ static void release_and_sleep(struct tide__ctx *ctx)
     atomic_store(&ctx->sleeping, 0);
 }
 
+/* The lock is busy: its holder runs the queue, and a post cannot free
+ * it, so a plain sleep.  (A futex nap would return at once while posts
+ * wait in the queue, and spin against the holder.) */
+static void nap_while_busy(void)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)NAP_NS};
+    nanosleep(&ts, NULL);
+}
+
 /* Sleep in user space (a futex, so that a post can cut it short). */
 static void nap(struct tide__ctx *ctx, uint64_t ns)
 {
@@ -396,7 +405,7 @@ static void *progress_main(void *arg)
         if (leave_to_callers(ctx, &look))
             continue;
         if (pthread_mutex_trylock(&ctx->drive_lock)) {
-            nap(ctx, NAP_NS);
+            nap_while_busy();
             continue;
         }
         lookout_reset(&look);
