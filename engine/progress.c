@@ -15,12 +15,11 @@
  * Measured here, 4-rank FSDP with sleep compute: the trainer's thread
  * spent 0.3 ms per layer starting collectives, and a rank that fell
  * behind spent more (its peers' data was waiting for it), falling
- * further behind.  A blocking call
- * (tide__wait_next) or a small post starts its operation on the caller,
- * which is about to drive the reactor anyway or pays less than a
- * wake-up.  A handed-over post wakes the progress thread wherever it
- * sleeps (ring, nap) unless a caller waits: then that caller runs the
- * queue at its next turn.
+ * further behind.  A blocking call (tide__wait_next) or a small post
+ * starts its operation on the caller, which is about to drive the
+ * reactor anyway or pays less than a wake-up.  A handed-over post wakes
+ * the progress thread wherever it sleeps (ring, nap) unless a caller
+ * waits: then that caller runs the queue at its next turn.
  *
  * The progress thread's loop:
  *     someone waits?           park (futex on `waiters`; looks up every
