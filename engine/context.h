@@ -74,6 +74,7 @@ struct tide_req {
     struct tide__ctx *ctx;
     struct tide__cmd start_cmd; /* hands the request to the reactor */
     struct tide__cmd cb_cmd;    /* hands its callback to the reactor */
+    bool start_queued;          /* poster's thread: start_cmd went to the queue */
     void (*cb)(tide_req *, void *); /* reactor-owned: runs in finish() */
     void *cb_arg;
     void (*cb_new)(tide_req *, void *); /* handed over by tide_req_on_complete */
