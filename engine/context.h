@@ -141,6 +141,7 @@ struct tide__ctx {
     struct tide__mpsc cmds;
     _Atomic int sleeping;     /* reactor is (about to be) blocked in the kernel */
     _Atomic uint32_t napping; /* progress thread naps on this futex word */
+    _Atomic bool parked;      /* progress thread sleeps on `waiters` (callers drive) */
     int wake_fd;              /* eventfd user threads write to wake it */
     uint64_t wake_buf;        /* target of the armed eventfd read */
     struct tide__uop wake_uop;

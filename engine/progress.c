@@ -25,7 +25,8 @@
  *     someone waits?           park (futex on `waiters`; looks up every
  *                              GRACE_NS, more rarely while short waits
  *                              keep ending, up to LOOK_MAX_NS; woken by
- *                              the last waiter out if work is pending)
+ *                              the last waiter out if work is pending,
+ *                              or by a post once nobody waits)
  *     a wait just ended?       nap out the rest of GRACE_NS, unless a
  *                              post is queued (a futex: posts wake it)
  *     lock busy?               a caller is driving briefly: nap
@@ -72,8 +73,8 @@
  * GRACE_NS: the caller may come out into compute with work pending, and
  * looking late then cost 4-rank 4 MiB allreduce half its overlap with
  * busy compute.  A caller that leaves with operations pending wakes the
- * thread at once (tide__progress_wait_end); what a long look delays is
- * only work posted after a loop of short waits ended, once. */
+ * thread at once (tide__progress_wait_end), and so does a post handed
+ * over once nobody waits (tide__progress_submit, `parked`). */
 #define LOOK_MAX_NS (2 * TIDE_NS_PER_MS)
 #define NAP_NS (50 * TIDE_NS_PER_US)       /* while a caller drives briefly */
 #define SLEEP_CAP_NS (20 * TIDE_NS_PER_MS) /* deadlines armed by callers fire this late at most */
@@ -237,7 +238,8 @@ void tide__progress_wait_begin(struct tide__ctx *ctx)
 void tide__progress_wait_end(struct tide__ctx *ctx)
 {
     atomic_store(&ctx->last_wait_ns, tide__now_ns());
-    if (atomic_fetch_sub(&ctx->waiters, 1) == 1 && atomic_load(&ctx->work_pending))
+    if (atomic_fetch_sub(&ctx->waiters, 1) == 1 &&
+        (atomic_load(&ctx->work_pending) || !tide__mpsc_empty(&ctx->cmds)))
         tide__futex_wake(&ctx->waiters);
 }
 
@@ -377,7 +379,9 @@ static bool leave_to_callers(struct tide__ctx *ctx, struct lookout *look)
 {
     uint32_t w = atomic_load(&ctx->waiters);
     if (w) {
+        atomic_store(&ctx->parked, true);
         tide__futex_wait(&ctx->waiters, w, look->every_ns);
+        atomic_store(&ctx->parked, false);
         lookout_update(look, atomic_load(&ctx->last_wait_ns));
         return true;
     }
@@ -479,6 +483,13 @@ void tide__progress_submit(struct tide__ctx *ctx, struct tide__cmd *cmd)
         (void)w; /* an eventfd write fails only on counter overflow: it is awake then */
     } else if (atomic_exchange(&ctx->napping, 0)) {
         tide__futex_wake(&ctx->napping);
+    } else if (atomic_load(&ctx->waiters) == 0 && atomic_exchange(&ctx->parked, false)) {
+        /* Parked while callers waited, it looks up only every LOOK_MAX_NS
+         * or so, and no caller waits now to run the queue: this post
+         * would start that late (a 4-rank FSDP trace: the next step's
+         * first all-gather, posted after the optimizer step, started
+         * 0.8-1 ms after its post, at the trainer's wait for it). */
+        tide__futex_wake(&ctx->waiters);
     }
 }
 
