@@ -74,7 +74,8 @@ struct tide_req {
     struct tide__ctx *ctx;
     struct tide__cmd start_cmd; /* hands the request to the reactor */
     struct tide__cmd cb_cmd;    /* hands its callback to the reactor */
-    bool start_queued;          /* poster's thread: start_cmd went to the queue */
+    bool start_handed_over; /* poster's thread: a nonblocking post left its start
+                               to the progress thread (request.c) */
     void (*cb)(tide_req *, void *); /* reactor-owned: runs in finish() */
     void *cb_arg;
     void (*cb_new)(tide_req *, void *); /* handed over by tide_req_on_complete */
@@ -135,7 +136,8 @@ struct tide__ctx {
     pthread_mutex_t drive_lock; /* thread mode: its holder drives the reactor */
     _Atomic uint32_t waiters;   /* thread mode: callers inside tide_wait */
     _Atomic uint64_t last_wait_ns; /* when a caller last left tide_wait */
-    _Atomic bool work_pending;  /* operations were active when the last driver let go */
+    _Atomic bool work_pending;  /* operations were active when the last driver let go,
+                                   or a post was queued since */
     pthread_t thread;
     bool thread_started;
     struct tide__mpsc cmds;

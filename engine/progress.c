@@ -238,8 +238,7 @@ void tide__progress_wait_begin(struct tide__ctx *ctx)
 void tide__progress_wait_end(struct tide__ctx *ctx)
 {
     atomic_store(&ctx->last_wait_ns, tide__now_ns());
-    if (atomic_fetch_sub(&ctx->waiters, 1) == 1 &&
-        (atomic_load(&ctx->work_pending) || !tide__mpsc_empty(&ctx->cmds)))
+    if (atomic_fetch_sub(&ctx->waiters, 1) == 1 && atomic_load(&ctx->work_pending))
         tide__futex_wake(&ctx->waiters);
 }
 
@@ -483,13 +482,16 @@ void tide__progress_submit(struct tide__ctx *ctx, struct tide__cmd *cmd)
         (void)w; /* an eventfd write fails only on counter overflow: it is awake then */
     } else if (atomic_exchange(&ctx->napping, 0)) {
         tide__futex_wake(&ctx->napping);
-    } else if (atomic_load(&ctx->waiters) == 0 && atomic_exchange(&ctx->parked, false)) {
-        /* Parked while callers waited, it looks up only every LOOK_MAX_NS
-         * or so, and no caller waits now to run the queue: this post
-         * would start that late (a 4-rank FSDP trace: the next step's
-         * first all-gather, posted after the optimizer step, started
-         * 0.8-1 ms after its post, at the trainer's wait for it). */
-        tide__futex_wake(&ctx->waiters);
+    } else {
+        /* Parked while callers wait, it looks up only every LOOK_MAX_NS
+         * or so.  A waiter runs the queue at its next turn, and the last
+         * one out wakes the thread on work_pending; with nobody waiting,
+         * wake it here.  Otherwise this post would start that late (a
+         * 4-rank FSDP trace: the next step's first all-gather, posted
+         * after the optimizer step, started 0.8-1 ms after its post). */
+        atomic_store(&ctx->work_pending, true);
+        if (atomic_load(&ctx->waiters) == 0 && atomic_exchange(&ctx->parked, false))
+            tide__futex_wake(&ctx->waiters);
     }
 }
 

@@ -187,7 +187,7 @@ int tide__req_submit(tide_req *req, size_t bytes)
     if (ctx->trace)
         tide__trace_post(ctx->trace, req);
     bool here = tide__take_wait_next() || bytes < START_HERE_MAX_BYTES;
-    req->start_queued = !here;
+    req->start_handed_over = !here;
     tide__progress_post(ctx, &req->start_cmd, here);
     return 0;
 }
@@ -406,7 +406,7 @@ int tide_req_on_complete(tide_req *req, void (*fn)(tide_req *, void *), void *ar
      * the progress thread: a 4-rank FSDP trace showed the trainer's thread
      * starting its 4 MiB reduce-scatters after all (0.1-0.6 ms of copies
      * and sends between layers).  So the callback follows its request. */
-    tide__progress_post(req->ctx, &req->cb_cmd, !req->start_queued);
+    tide__progress_post(req->ctx, &req->cb_cmd, !req->start_handed_over);
     return 0;
 }
 
