@@ -18,8 +18,8 @@
  * further behind.  A blocking call (tide__wait_next) or a small post
  * starts its operation on the caller, which is about to drive the
  * reactor anyway or pays less than a wake-up.  A handed-over post wakes
- * the progress thread wherever it sleeps (ring, nap) unless a caller
- * waits: then that caller runs the queue at its next turn.
+ * the progress thread wherever it sleeps (ring, nap, parked) unless a
+ * caller waits: then that caller runs the queue at its next turn.
  *
  * The progress thread's loop:
  *     someone waits?           park (futex on `waiters`; looks up every
@@ -244,11 +244,7 @@ void tide__progress_wait_end(struct tide__ctx *ctx)
 
 void tide__progress_post(struct tide__ctx *ctx, struct tide__cmd *cmd, bool here)
 {
-    if (!ctx->inline_mode && !here) {
-        tide__progress_submit(ctx, cmd);
-        return;
-    }
-    if (!tide__progress_try_drive(ctx)) {
+    if ((!ctx->inline_mode && !here) || !tide__progress_try_drive(ctx)) {
         tide__progress_submit(ctx, cmd);
         return;
     }
