@@ -67,7 +67,7 @@ struct tide__op_vtbl {
 enum { TIDE_REQ_PENDING = 0, TIDE_REQ_DONE = 1, TIDE_REQ_WAITER = 2 };
 
 struct tide_req {
-    _Atomic uint32_t state; /* TIDE_REQ_*: the futex word waiters sleep on */
+    _Atomic uint32_t state; /* TIDE_REQ_*; WAITER: a caller sleeps for it (wait.c) */
     _Atomic int refs;       /* user + engine */
     const struct tide__op_vtbl *vt;
     tide_comm *comm;
@@ -144,6 +144,8 @@ struct tide__ctx {
     _Atomic int sleeping;     /* reactor is (about to be) blocked in the kernel */
     _Atomic uint32_t napping; /* progress thread naps on this futex word */
     _Atomic bool parked;      /* progress thread sleeps on `waiters` (callers drive) */
+    _Atomic uint32_t sleepers; /* callers in tide_wait asleep on `wake_gen` */
+    _Atomic uint32_t wake_gen; /* their futex word: bumped by tide__wake_sleepers */
     int wake_fd;              /* eventfd user threads write to wake it */
     uint64_t wake_buf;        /* target of the armed eventfd read */
     struct tide__uop wake_uop;
@@ -310,6 +312,11 @@ int tide__wait_and_free(int rc, tide_req *req);
 /* Whether this thread's next post is a blocking call's (tide__wait_next),
  * which it forgets as it answers. */
 bool tide__take_wait_next(void);
+
+/* Any thread: wake every caller asleep in tide_wait because another
+ * thread held the drive right: a request one of them waits for has
+ * completed, or the drive right was let go. */
+void tide__wake_sleepers(struct tide__ctx *ctx);
 
 /* ---- progress.c: who runs the reactor ---- */
 

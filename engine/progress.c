@@ -228,6 +228,10 @@ void tide__progress_release(struct tide__ctx *ctx)
     tide__reactor_flush(&ctx->reactor);
     atomic_store(&ctx->work_pending, ctx->nactive || !tide__mpsc_empty(&ctx->cmds));
     pthread_mutex_unlock(&ctx->drive_lock);
+    /* A caller that found the lock held sleeps (wait.c): it drives now. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load(&ctx->sleepers))
+        tide__wake_sleepers(ctx);
 }
 
 void tide__progress_wait_begin(struct tide__ctx *ctx)

@@ -144,7 +144,7 @@ static void finish(tide_req *req, int status)
         req->cb(req, req->cb_arg);
     uint32_t old = atomic_exchange(&req->state, TIDE_REQ_DONE);
     if (old & TIDE_REQ_WAITER)
-        tide__futex_wake(&req->state);
+        tide__wake_sleepers(ctx);
     unref(req);
 }
 

@@ -8,8 +8,8 @@
  * Every idle pass of a spin yields the core (tide__spin_yield): with more
  * ranks than cores the peer we wait for needs it, and a pure spin made a
  * 4-rank allreduce two to three times slower.  A caller that finds another
- * thread driving spins, then sleeps on the request's futex word in short
- * slices and tries again. */
+ * thread driving spins, then sleeps until the request completes or the
+ * driver lets go (sleep_on). */
 #include "engine/clock.h"
 #include "engine/context.h"
 #include "engine/trace.h"
@@ -23,19 +23,40 @@ static uint64_t deadline_after_ms(int timeout_ms)
     return tide__now_ns() + (uint64_t)timeout_ms * TIDE_NS_PER_MS;
 }
 
-/* Nobody else can drive: sleep on the request's word, briefly. */
-static void sleep_on(tide_req *req, uint64_t deadline)
+/* Another thread drives: sleep until a request we may wait for
+ * completes or the drive right is let go, whichever comes first.  Waking
+ * on the release matters: a progress thread that sees a caller waiting
+ * lets go and parks, and a caller that slept on its request alone (in
+ * 1 ms slices) left the reactor undriven meanwhile, its peers' data
+ * unread (4-rank FSDP, sleep compute: 2-7 such sleeps per rank and run,
+ * each the whole slice).  The slice stays as a backstop.  Returns true
+ * holding the drive right, when it was let go before we slept. */
+static bool sleep_on(tide_req *req, uint64_t deadline)
 {
+    struct tide__ctx *ctx = req->ctx;
     uint64_t now = tide__now_ns();
     if (now >= deadline)
-        return;
+        return false;
     uint32_t expected = TIDE_REQ_PENDING;
     atomic_compare_exchange_strong(&req->state, &expected, TIDE_REQ_WAITER);
     if (expected & TIDE_REQ_DONE)
-        return;
-    /* Short slices: the driver may let go, and then we take over. */
-    uint64_t slice = deadline - now < TIDE_NS_PER_MS ? deadline - now : TIDE_NS_PER_MS;
-    tide__futex_wait(&req->state, TIDE_REQ_WAITER, slice);
+        return false;
+    atomic_fetch_add(&ctx->sleepers, 1);
+    atomic_thread_fence(memory_order_seq_cst); /* pairs with tide__progress_release */
+    uint32_t gen = atomic_load(&ctx->wake_gen);
+    bool drive = tide__progress_try_drive(ctx);
+    if (!drive && !tide__req_is_done(req)) {
+        uint64_t left = deadline - now;
+        tide__futex_wait(&ctx->wake_gen, gen, left < TIDE_NS_PER_MS ? left : TIDE_NS_PER_MS);
+    }
+    atomic_fetch_sub(&ctx->sleepers, 1);
+    return drive;
+}
+
+void tide__wake_sleepers(struct tide__ctx *ctx)
+{
+    atomic_fetch_add(&ctx->wake_gen, 1);
+    tide__futex_wake(&ctx->wake_gen);
 }
 
 static int wait_driving(tide_req *req, uint64_t deadline)
@@ -48,13 +69,14 @@ static int wait_driving(tide_req *req, uint64_t deadline)
         uint64_t now = tide__now_ns();
         if (now >= deadline)
             return TIDE_ETIMEDOUT;
-        if (tide__progress_try_drive(ctx)) {
+        bool drive = tide__progress_try_drive(ctx);
+        if (!drive && now < spin_end) {
+            tide__spin_yield();
+            continue;
+        }
+        if (drive || sleep_on(req, deadline)) {
             tide__progress_drive_until(ctx, req, deadline, &spin_end);
             tide__progress_release(ctx);
-        } else if (now < spin_end) {
-            tide__spin_yield();
-        } else {
-            sleep_on(req, deadline);
         }
     }
 }
