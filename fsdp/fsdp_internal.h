@@ -114,19 +114,6 @@ void tide__fsdp_uncharge(tide_fsdp *f, size_t bytes);
  * without a budget): what the buffer pool may keep (gather.c). */
 size_t tide__fsdp_spare_bytes(const tide_fsdp *f);
 
-/* The two ends of a gradient sync (reduce.c), shared by
- * tide_fsdp_sync_gradients and an optimizer step called straight after
- * the backward: begin checks the phase (messages name `call`) and zeroes
- * the shard gradients of units that got none; end empties the FIFO and
- * leaves the backward (success or not). */
-int tide__fsdp_sync_begin(tide_fsdp *f, const char *call);
-void tide__fsdp_sync_end(tide_fsdp *f);
-
-/* Wait until unit ui's averaged shard gradient is final: the reductions
- * issued before its own, then its own (HYBRID_SHARD: both stages;
- * NO_SHARD: the buckets up to its own).  0 at once without sync. */
-int tide__fsdp_wait_reduced(tide_fsdp *f, int ui);
-
 /* Wait for every gather in flight and free or mark stale what nobody
  * holds (gather.c); run at sync and before parameters change. */
 int tide__fsdp_settle_params(tide_fsdp *f, int params_changed);

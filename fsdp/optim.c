@@ -37,90 +37,38 @@ int tide_fsdp_params_updated(tide_fsdp *f)
     return rc ? rc : tide__fsdp_gather_ahead(f, tide__fsdp_next_forward_first(f));
 }
 
+static int check_step(tide_fsdp *f, const char *call)
+{
+    if (f->phase != PHASE_SYNCED)
+        return tide__fsdp_fail(f, TIDE_EINVAL, "%s: gradients are not synchronised (call "
+                                               "tide_fsdp_sync_gradients after the backward)",
+                               call);
+    return 0;
+}
+
 /* One unit's update by a provided optimizer; 0 or a TIDE_E* code. */
 typedef int (*update_fn)(tide_fsdp *f, struct tide__fsdp_unit *u, const void *arg);
 
-/* Update unit ui once its gradient is reduced; the unit the next forward
- * acquires first has its all-gather started as soon as its shard is
+/*
+ * Update every local shard with fn.  The unit the next forward acquires
+ * first goes first and its all-gather starts as soon as its shard is
  * final (cross-step prefetch): it then runs while the other shards are
  * updated and while the trainer prepares the next batch, instead of
- * starting at begin_forward with nothing to hide behind. */
-static int update_unit(tide_fsdp *f, int ui, int first, update_fn fn, const void *arg)
-{
-    int rc = tide__fsdp_wait_reduced(f, ui);
-    if (rc == 0)
-        rc = fn(f, &f->units[ui], arg);
-    if (rc == 0 && ui == first)
-        rc = tide__fsdp_gather_ahead(f, first);
-    return rc;
-}
-
-/* After sync_gradients: every gradient is final.  The first unit goes
- * first. */
-static int step_synced(tide_fsdp *f, update_fn fn, const void *arg)
-{
-    int first = tide__fsdp_next_forward_first(f);
-    int rc = first >= 0 ? update_unit(f, first, first, fn, arg) : 0;
-    for (int i = 0; rc == 0 && i < f->nunits; i++)
-        if (i != first)
-            rc = update_unit(f, i, first, fn, arg);
-    return rc;
-}
-
-/* Straight after the backward: the sync happens here, each unit updated
- * as soon as its reduction lands, in the order they were issued (for a
- * stack of layers the first unit's comes last).  The updates of the
- * others then run while the last reductions are still in flight, not
- * after them, and the first unit's all-gather no longer competes with
- * them for the CPU.  Measured here: 4-rank FSDP, sleep compute: see the
- * README's FSDP section. */
-static int step_as_reduced(tide_fsdp *f, update_fn fn, const void *arg)
-{
-    int first = tide__fsdp_next_forward_first(f), rc = 0;
-    if (f->cfg.strategy == TIDE_FSDP_NO_SHARD) { /* buckets run from the last unit down */
-        for (int i = f->nunits - 1; rc == 0 && i >= 0; i--)
-            rc = update_unit(f, i, first, fn, arg);
-        return rc;
-    }
-    for (int k = 0; rc == 0 && k < f->fifo_len; k++)
-        rc = update_unit(f, f->fifo[k], first, fn, arg);
-    for (int i = 0; rc == 0 && i < f->nunits; i++)
-        if (!f->units[i].grad_readied)
-            rc = update_unit(f, i, first, fn, arg);
-    return rc;
-}
-
-/*
- * Update every local shard with fn, after tide_fsdp_sync_gradients or
- * straight after the backward.  The kept full buffers (SHARD_GRAD_OP)
- * are marked stale before anything changes, so that the cross-step
- * gather is the only full copy that is current.
+ * starting at begin_forward with nothing to hide behind.  The kept full
+ * buffers (SHARD_GRAD_OP) are marked stale before anything changes, so
+ * that gather is the only full copy that is current.
  */
 static int step_shards(tide_fsdp *f, const char *call, update_fn fn, const void *arg)
 {
-    if (f->phase == PHASE_BACKWARD && !f->sync)
-        return tide__fsdp_fail(f, TIDE_EINVAL, "%s: this backward accumulated its gradients "
-                                               "locally (tide_fsdp_set_sync(f, 0)): end it with "
-                                               "tide_fsdp_sync_gradients", call);
-    if (f->phase == PHASE_BACKWARD) {
-        int rc = tide__fsdp_sync_begin(f, call);
-        if (rc != 0)
-            return rc;
-        rc = tide__fsdp_settle_params(f, 1);
-        if (rc == 0)
-            rc = step_as_reduced(f, fn, arg);
-        tide__fsdp_sync_end(f);
-        if (rc == 0)
-            f->phase = PHASE_IDLE;
-        return rc;
-    }
-    if (f->phase != PHASE_SYNCED)
-        return tide__fsdp_fail(f, TIDE_EINVAL, "%s: no gradients to step on (call it after the "
-                                               "backward, or after tide_fsdp_sync_gradients)",
-                               call);
-    int rc = tide__fsdp_settle_params(f, 1); /* nothing is in flight after sync: no wait */
+    int rc = check_step(f, call);
     if (rc == 0)
-        rc = step_synced(f, fn, arg);
+        rc = tide__fsdp_settle_params(f, 1); /* nothing is in flight after sync: no wait */
+    int first = tide__fsdp_next_forward_first(f);
+    if (rc == 0 && first >= 0 && (rc = fn(f, &f->units[first], arg)) == 0)
+        rc = tide__fsdp_gather_ahead(f, first);
+    for (int i = 0; rc == 0 && i < f->nunits; i++)
+        if (i != first)
+            rc = fn(f, &f->units[i], arg);
     if (rc == 0)
         f->phase = PHASE_IDLE;
     return rc;

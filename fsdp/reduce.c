@@ -236,87 +236,47 @@ int tide__fsdp_pump(tide_fsdp *f)
     return 0;
 }
 
-/* Wait for NO_SHARD's buckets up to and including b, in order.  A
- * bucket whose units did not all become ready starts here (once). */
-static int wait_buckets(tide_fsdp *f, int b)
+/* Wait for every reduction, in the order they were started. */
+static int wait_reductions(tide_fsdp *f)
 {
     int rc = 0;
-    for (int i = 0; i <= b && rc == 0; i++) {
-        struct tide__fsdp_bucket *k = &f->buckets[i];
-        if (k->pending > 0 && k->req == NULL) {
-            k->pending = 0;
-            rc = start_bucket(f, k);
-        }
+    for (int b = 0; b < f->nbuckets && rc == 0; b++) {
+        if (f->buckets[b].pending > 0 && f->buckets[b].req == NULL) /* some unit never ready */
+            rc = start_bucket(f, &f->buckets[b]);
         if (rc == 0)
-            rc = tide__fsdp_wait(f, &k->req, "gradient bucket all-reduce", i);
+            rc = tide__fsdp_wait(f, &f->buckets[b].req, "gradient bucket all-reduce", b);
     }
-    return rc;
-}
-
-int tide__fsdp_wait_reduced(tide_fsdp *f, int ui)
-{
-    struct tide__fsdp_unit *u = &f->units[ui];
-    if (!f->sync)
-        return 0;
-    if (f->cfg.strategy == TIDE_FSDP_NO_SHARD)
-        return wait_buckets(f, u->bucket);
-    if (!u->grad_readied)
-        return 0;
-    int rc = 0;
-    /* The FIFO's head first: HYBRID_SHARD's second stages start in
-     * issue order on every rank. */
-    while (f->fifo_head < f->fifo_len && rc == 0) {
-        int head = f->fifo[f->fifo_head];
-        rc = tide__fsdp_wait(f, &f->units[head].reduce, "reduce-scatter", head);
-        if (rc == 0) {
-            f->fifo_head++;
-            rc = stage_two(f, head);
-        }
-        if (head == ui)
-            break;
+    for (; f->fifo_head < f->fifo_len && rc == 0; f->fifo_head++) {
+        int ui = f->fifo[f->fifo_head];
+        rc = tide__fsdp_wait(f, &f->units[ui].reduce, "reduce-scatter", ui);
+        if (rc == 0)
+            rc = stage_two(f, ui);
     }
-    if (rc == 0)
-        rc = tide__fsdp_pump(f); /* later second stages need not wait for ours */
-    if (rc == 0)
-        rc = tide__fsdp_wait(f, &u->reduce2, "all-reduce across groups", ui);
+    for (int i = 0; i < f->fifo_len && rc == 0; i++)
+        rc = tide__fsdp_wait(f, &f->units[f->fifo[i]].reduce2, "all-reduce across groups",
+                             f->fifo[i]);
     return rc;
-}
-
-int tide__fsdp_sync_begin(tide_fsdp *f, const char *call)
-{
-    if (f->phase != PHASE_BACKWARD || !f->any_grad_ready)
-        return tide__fsdp_fail(f, TIDE_EINVAL, "%s: no backward has made a gradient ready "
-                                               "since the last sync", call);
-    for (int i = 0; i < f->nunits; i++)
-        if (f->units[i].pstate == PARAMS_HELD && f->cfg.strategy != TIDE_FSDP_NO_SHARD)
-            return tide__fsdp_fail(f, TIDE_EBUSY, "%s: unit %d is still acquired", call, i);
-    f->syncing = 1;
-    /* Units without a gradient this step have none in flight either. */
-    for (int i = 0; f->sync && i < f->nunits; i++)
-        if (!f->units[i].grad_readied && f->cfg.strategy != TIDE_FSDP_NO_SHARD)
-            memset(f->units[i].shard_grad, 0, f->units[i].shard * sizeof(float));
-    return 0;
-}
-
-void tide__fsdp_sync_end(tide_fsdp *f)
-{
-    f->fifo_head = f->fifo_len = 0;
-    f->any_grad_ready = 0;
-    f->syncing = 0;
-    f->phase = f->sync ? PHASE_SYNCED : PHASE_IDLE;
 }
 
 int tide_fsdp_sync_gradients(tide_fsdp *f)
 {
-    int rc = tide__fsdp_sync_begin(f, "tide_fsdp_sync_gradients");
-    if (rc != 0)
-        return rc;
-    if (f->cfg.strategy == TIDE_FSDP_NO_SHARD && f->sync)
-        rc = wait_buckets(f, f->nbuckets - 1);
-    for (int i = 0; f->sync && i < f->fifo_len && rc == 0; i++)
-        rc = tide__fsdp_wait_reduced(f, f->fifo[i]);
+    if (f->phase != PHASE_BACKWARD || !f->any_grad_ready)
+        return tide__fsdp_fail(f, TIDE_EINVAL, "tide_fsdp_sync_gradients: no backward has made "
+                                               "a gradient ready since the last sync");
+    for (int i = 0; i < f->nunits; i++)
+        if (f->units[i].pstate == PARAMS_HELD && f->cfg.strategy != TIDE_FSDP_NO_SHARD)
+            return tide__fsdp_fail(f, TIDE_EBUSY, "tide_fsdp_sync_gradients: unit %d is still "
+                                                  "acquired", i);
+    f->syncing = 1;
+    int rc = f->sync ? wait_reductions(f) : 0;
+    for (int i = 0; f->sync && i < f->nunits; i++) /* units without a gradient this step */
+        if (!f->units[i].grad_readied && f->cfg.strategy != TIDE_FSDP_NO_SHARD)
+            memset(f->units[i].shard_grad, 0, f->units[i].shard * sizeof(float));
+    f->fifo_head = f->fifo_len = 0;
+    f->any_grad_ready = 0;
     int rc2 = tide__fsdp_settle_params(f, 0);
-    tide__fsdp_sync_end(f);
+    f->syncing = 0;
+    f->phase = f->sync ? PHASE_SYNCED : PHASE_IDLE;
     return rc ? rc : rc2;
 }
 

@@ -23,14 +23,10 @@
  *                                              it, if g holds none yet)
  *         tide_fsdp_grad_ready(f, u);          starts its reduce-scatter now
  *         tide_fsdp_release(f, u);
- *     tide_fsdp_sgd(f, lr);                    waits for each reduction and
- *                                              updates that unit's shard;
+ *     tide_fsdp_sync_gradients(f);             waits for what is in flight
+ *     tide_fsdp_sgd(f, lr);                    updates the local shards and
  *                                              starts the next forward's
  *                                              first all-gather
- *
- * (A custom optimizer calls tide_fsdp_sync_gradients first, which waits
- * for every reduction, updates the shards, then calls
- * tide_fsdp_params_updated.)
  *
  * Strategies (gradients are averaged over the whole world in all four):
  *   FULL_SHARD   parameters, gradients and optimizer state sharded; the
@@ -263,22 +259,15 @@ TIDE_API int tide_fsdp_shard(tide_fsdp *f, int unit, float **params, float **gra
  * a pass. */
 TIDE_API int tide_fsdp_params_updated(tide_fsdp *f);
 
-/*
- * Plain SGD on every local shard: p -= lr * g.  Either straight after the
- * backward (the last micro-step of an accumulation window): then it
- * syncs too, updating each unit as soon as its reduction lands, in the
- * order they were started, so most updates run while the last reductions
- * are still in flight; or after tide_fsdp_sync_gradients.  The same
- * result either way.  The all-gather of the next forward's first unit
- * starts as soon as that unit is updated (see tide_fsdp_params_updated).
- * TIDE_EINVAL after a backward that accumulated locally (sync 0: close it
- * with tide_fsdp_sync_gradients) or with nothing to step on.
- */
+/* Plain SGD on every local shard: p -= lr * g.  After sync.  The next
+ * forward's first unit is updated first and its all-gather starts at
+ * once, overlapping the other units' updates (see
+ * tide_fsdp_params_updated). */
 TIDE_API int tide_fsdp_sgd(tide_fsdp *f, float lr);
 
 /* Adam (with decoupled weight decay, as AdamW) on every local shard;
- * its moments are sharded like the parameters.  Called as tide_fsdp_sgd
- * is, and starts the next forward's first all-gather as it does. */
+ * its moments are sharded like the parameters.  After sync; starts the
+ * next forward's first all-gather as tide_fsdp_sgd does. */
 TIDE_API int tide_fsdp_adam(tide_fsdp *f, const tide_fsdp_adam_params *p);
 
 /* Counters and peaks; reset by tide_fsdp_stats_reset (the current

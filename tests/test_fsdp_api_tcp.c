@@ -10,8 +10,7 @@
  * with the updated shard (cross-step prefetch), and tide_fsdp_grad_fresh:
  * fresh only at an accumulation window's start, and writing a fresh
  * buffer giving the same gradients and shards as adding into a zeroed
- * one, in every strategy; and an optimizer step straight after the
- * backward (it syncs as the reductions land) matching sync-then-step. */
+ * one, in every strategy. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -422,13 +421,14 @@ static float grad_value(tide_comm *comm, int unit, size_t i, int window, int mic
            (float)(window * 4 + micro);
 }
 
-/* Forward through the units and a backward that puts grad_value into
- * every unit's gradient `way` (window w, micro-step m), not synced.
- * Returns the fresh units, a bit each. */
-static unsigned pass(tide_comm *comm, tide_fsdp *f, enum grad_way way, int w, int m)
+/* One micro-step of window w: forward through the units, a backward that
+ * puts grad_value into every unit's gradient `way`, then sync (which
+ * reduces only when sync is 1).  Returns the fresh units, a bit each. */
+static unsigned micro_step(tide_comm *comm, tide_fsdp *f, enum grad_way way, int w, int m)
 {
     unsigned fresh_units = 0;
     float *p, *g;
+    EXPECT_OK(tide_fsdp_set_sync(f, m == win_micro[w] - 1));
     EXPECT_OK(tide_fsdp_begin_forward(f));
     for (int u = 0; u < WIN_UNITS; u++) {
         EXPECT_OK(tide_fsdp_acquire(f, u, &p));
@@ -448,15 +448,6 @@ static unsigned pass(tide_comm *comm, tide_fsdp *f, enum grad_way way, int w, in
         EXPECT_OK(tide_fsdp_grad_ready(f, u));
         EXPECT_OK(tide_fsdp_release(f, u));
     }
-    return fresh_units;
-}
-
-/* One micro-step of window w: a pass, then sync (which reduces only on
- * the window's last micro-step).  Returns the fresh units. */
-static unsigned micro_step(tide_comm *comm, tide_fsdp *f, enum grad_way way, int w, int m)
-{
-    EXPECT_OK(tide_fsdp_set_sync(f, m == win_micro[w] - 1));
-    unsigned fresh_units = pass(comm, f, way, w, m);
     EXPECT_OK(tide_fsdp_sync_gradients(f));
     return fresh_units;
 }
@@ -523,60 +514,6 @@ static void fresh_write_body(tide_comm *comm, void *arg)
     }
 }
 
-static int optimizer_step(tide_fsdp *f, int adam)
-{
-    const tide_fsdp_adam_params ap = {0.01f, 0.9f, 0.999f, 1e-8f, 0.01f};
-    return adam ? tide_fsdp_adam(f, &ap) : tide_fsdp_sgd(f, 0.5f);
-}
-
-/*
- * An optimizer step called straight after the backward syncs by itself,
- * each unit updated as its reduction lands: the shards come out the same,
- * bit for bit, as after tide_fsdp_sync_gradients and then the step (a),
- * for SGD and Adam in every strategy, and the step starts the next
- * forward's first all-gather (sharded strategies, prefetch 1) just the
- * same.  After a backward that accumulated locally it is TIDE_EINVAL and
- * changes nothing: sync_gradients still closes that backward.
- */
-static void step_after_backward_body(tide_comm *comm, void *arg)
-{
-    for (size_t c = 0; c < sizeof win_cases / sizeof win_cases[0]; c++)
-        for (int adam = 0; adam <= 1; adam++) {
-            const char *name = win_cases[c].name;
-            tide_fsdp *a = window_context(comm, &win_cases[c]);
-            tide_fsdp *f = window_context(comm, &win_cases[c]);
-            for (int w = 0; w < WIN_WINDOWS; w++) {
-                int last = win_micro[w] - 1;
-                for (int m = 0; m < last; m++) {
-                    micro_step(comm, a, ZERO_THEN_ADD, w, m);
-                    micro_step(comm, f, ZERO_THEN_ADD, w, m);
-                }
-                micro_step(comm, a, ZERO_THEN_ADD, w, last);
-                EXPECT_OK(tide_fsdp_set_sync(f, 1));
-                pass(comm, f, ZERO_THEN_ADD, w, last);
-                tide_fsdp_stats before, after;
-                tide_fsdp_stats_get(f, &before);
-                EXPECT_OK(optimizer_step(a, adam));
-                EXPECT_OK(optimizer_step(f, adam));
-                tide_fsdp_stats_get(f, &after);
-                uint64_t want = win_cases[c].strategy != TIDE_FSDP_NO_SHARD;
-                EXPECT(after.gathers - before.gathers == want,
-                       "%s: the step after the backward started %llu gathers, want %llu", name,
-                       (unsigned long long)(after.gathers - before.gathers),
-                       (unsigned long long)want);
-                expect_same_shards(a, f, 0, name, w);
-            }
-            EXPECT_OK(tide_fsdp_set_sync(f, 0));
-            pass(comm, f, ZERO_THEN_ADD, 0, 0);
-            EXPECT_RC(optimizer_step(f, adam), TIDE_EINVAL);
-            EXPECT(strstr(tide_fsdp_message(f), "accumulated") != NULL, "message: %s",
-                   tide_fsdp_message(f));
-            EXPECT_OK(tide_fsdp_sync_gradients(f));
-            tide_fsdp_destroy(a);
-            tide_fsdp_destroy(f);
-        }
-}
-
 static void misuse_errors(void **state)
 {
     run_on(2, misuse_body);
@@ -607,11 +544,6 @@ static void writing_fresh_buffers_matches_adding(void **state)
     run_on(4, fresh_write_body);
 }
 
-static void optimizer_straight_after_the_backward(void **state)
-{
-    run_on(4, step_after_backward_body);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -624,7 +556,6 @@ int main(void)
         cmocka_unit_test(optimizer_prefetches_the_next_forward),
         cmocka_unit_test(grad_fresh_only_at_a_windows_start),
         cmocka_unit_test(writing_fresh_buffers_matches_adding),
-        cmocka_unit_test(optimizer_straight_after_the_backward),
     };
     return cmocka_run_group_tests_name("fsdp api over tcp", tests, NULL, NULL);
 }

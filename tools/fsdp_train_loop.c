@@ -60,12 +60,7 @@ static int forward(struct trainer *t, int step, int micro, double *loss)
     return 0;
 }
 
-/* The last micro-step before an optimizer step leaves the sync to the
- * optimizer (tide_fsdp_sgd straight after the backward): it updates each
- * shard as its reduction lands, while the last reductions are still in
- * flight.  The others end with tide_fsdp_sync_gradients, which only
- * closes the backward when gradients accumulate locally. */
-static int backward(struct trainer *t, int step_follows)
+static int backward(struct trainer *t)
 {
     const struct opts *o = t->o;
     int rc;
@@ -97,7 +92,7 @@ static int backward(struct trainer *t, int step_follows)
         t->da = t->db;
         t->db = swap;
     }
-    if (!step_follows && (rc = tide_fsdp_sync_gradients(t->f)) != 0)
+    if ((rc = tide_fsdp_sync_gradients(t->f)) != 0)
         return trainer_fail(t, "sync_gradients", rc);
     return 0;
 }
@@ -119,7 +114,7 @@ static int train_step(struct trainer *t, int step, double *loss)
     for (int m = 0; m < t->o->accum; m++) {
         if ((rc = tide_fsdp_set_sync(t->f, m == t->o->accum - 1)) != 0)
             return trainer_fail(t, "set_sync", rc);
-        if ((rc = forward(t, step, m, loss)) != 0 || (rc = backward(t, m == t->o->accum - 1)) != 0)
+        if ((rc = forward(t, step, m, loss)) != 0 || (rc = backward(t)) != 0)
             return rc;
     }
     *loss /= t->o->accum;
