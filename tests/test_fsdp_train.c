@@ -3,8 +3,9 @@
  * accumulation without sync, Adam, rank 0's initial values, no prefetch
  * and a tight byte budget, each trained beside one-process training and
  * required to match every step's loss within 1e-5; sleep mode, which
- * writes no gradient, for every strategy; and the usage errors (a hybrid
- * group that does not divide the world) that must fail.
+ * writes no gradient, for every strategy; the usage errors (a hybrid
+ * group that does not divide the world, a negative --lr) that must fail;
+ * and each optimizer's own default learning rate.
  * Small sizes (3 layers of 30x30: padding on 4 ranks) keep it quick. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -99,6 +100,21 @@ static void bad_configurations_fail(void **state)
     assert_non_null(strstr(out, "not a multiple of group size 3"));
     assert_int_not_equal(run(1, "--check --compute sleep", out, sizeof out), 0);
     assert_int_not_equal(run(1, "--strategy zero_shard", out, sizeof out), 0);
+    assert_int_not_equal(run(1, "--lr -0.5", out, sizeof out), 0);
+    assert_non_null(strstr(out, "bad option --lr"));
+}
+
+/* Each optimizer gets a learning rate of its own unless --lr says: Adam
+ * with SGD's 0.03 took the full-size model's loss to 1e12 in two steps. */
+static void learning_rate_defaults(void **state)
+{
+    static char out[1 << 16];
+    assert_int_equal(run(1, "--optim adam --steps 1", out, sizeof out), 0);
+    assert_non_null(strstr(out, "adam lr 0.001,"));
+    assert_int_equal(run(1, "--steps 1", out, sizeof out), 0);
+    assert_non_null(strstr(out, "sgd lr 0.03,"));
+    assert_int_equal(run(1, "--optim adam --lr 0.25 --steps 1", out, sizeof out), 0);
+    assert_non_null(strstr(out, "adam lr 0.25,"));
 }
 
 int main(void)
@@ -108,6 +124,7 @@ int main(void)
         cmocka_unit_test(options_keep_training_exact),
         cmocka_unit_test(sleep_mode_runs_without_writing_gradients),
         cmocka_unit_test(bad_configurations_fail),
+        cmocka_unit_test(learning_rate_defaults),
     };
     return cmocka_run_group_tests_name("tide-fsdp-train --check", tests, NULL, NULL);
 }

@@ -24,10 +24,10 @@ void report_header(const struct opts *o, int n, int prefetch)
     printf("tide-fsdp-train: %s", tide_fsdp_strategy_name(o->strategy));
     if (o->strategy == TIDE_FSDP_HYBRID_SHARD)
         printf(" (groups of %d)", o->group);
-    printf(" on %d ranks, %d layers of %dx%d + ReLU, %d rows per rank x %d micro-steps, %s, "
+    printf(" on %d ranks, %d layers of %dx%d + ReLU, %d rows per rank x %d micro-steps, %s lr %g, "
            "prefetch %d, all-gather in %s, compute %s\n",
            n, o->layers, o->width, o->width, o->batch, o->accum, o->adam ? "adam" : "sgd",
-           prefetch, tide_dtype_name(o->comm_dtype), o->sleep ? "sleep" : "blas");
+           (double)o->lr, prefetch, tide_dtype_name(o->comm_dtype), o->sleep ? "sleep" : "blas");
 }
 
 /* Step time neither computing nor blocked: inside FSDP's calls (posting
