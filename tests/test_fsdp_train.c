@@ -3,8 +3,9 @@
  * accumulation without sync, Adam, rank 0's initial values, no prefetch
  * and a tight byte budget, each trained beside one-process training and
  * required to match every step's loss within 1e-5; sleep mode, which
- * writes no gradient, for every strategy; the usage errors (a hybrid
- * group that does not divide the world, a negative --lr) that must fail;
+ * writes no gradient, for every strategy, and sleeps for making the batch
+ * as BLAS mode computes it; the usage errors (a hybrid group that does not
+ * divide the world, a negative --lr, a bad --sleep-ms) that must fail;
  * and each optimizer's own default learning rate.
  * Small sizes (3 layers of 30x30: padding on 4 ranks) keep it quick. */
 #include <setjmp.h>
@@ -93,6 +94,25 @@ static void sleep_mode_runs_without_writing_gradients(void **state)
     }
 }
 
+/* BLAS mode makes each step's batch with a GEMM while the first gather
+ * runs; sleep mode must sleep for it too, or its steps have less compute
+ * to hide that gather behind than the steps they stand in for.  A sleep
+ * never ends early, so 3 layers at 0.2 + 0.2 ms and a 40 ms batch are at
+ * least 41.2 ms of compute a step. */
+static void sleep_mode_sleeps_for_the_batch(void **state)
+{
+    static char out[1 << 16];
+    assert_int_equal(run(1, "--sleep-ms 0.2,0.2,40 --steps 3", out, sizeof out), 0);
+    assert_non_null(strstr(out, "making a batch 40.00 ms (--sleep-ms)"));
+    const char *m = strstr(out, "median of steps");
+    assert_non_null(m);
+    const char *c = strstr(m, "compute ");
+    assert_non_null(c);
+    double compute_ms = strtod(c + strlen("compute "), NULL);
+    if (compute_ms < 41.2)
+        fail_msg("compute %.2f ms a step, expected at least 41.2\n%s", compute_ms, out);
+}
+
 static void bad_configurations_fail(void **state)
 {
     static char out[1 << 16];
@@ -102,6 +122,10 @@ static void bad_configurations_fail(void **state)
     assert_int_not_equal(run(1, "--strategy zero_shard", out, sizeof out), 0);
     assert_int_not_equal(run(1, "--lr -0.5", out, sizeof out), 0);
     assert_non_null(strstr(out, "bad option --lr"));
+    assert_int_not_equal(run(1, "--sleep-ms 1,1,0", out, sizeof out), 0);
+    assert_non_null(strstr(out, "bad option --sleep-ms"));
+    assert_int_not_equal(run(1, "--sleep-ms 1,1,2,3", out, sizeof out), 0);
+    assert_int_not_equal(run(1, "--sleep-ms 1", out, sizeof out), 0);
 }
 
 /* Each optimizer gets a learning rate of its own unless --lr says: Adam
@@ -123,6 +147,7 @@ int main(void)
         cmocka_unit_test(every_strategy_on_1_to_4_ranks),
         cmocka_unit_test(options_keep_training_exact),
         cmocka_unit_test(sleep_mode_runs_without_writing_gradients),
+        cmocka_unit_test(sleep_mode_sleeps_for_the_batch),
         cmocka_unit_test(bad_configurations_fail),
         cmocka_unit_test(learning_rate_defaults),
     };

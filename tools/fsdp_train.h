@@ -20,7 +20,8 @@ struct opts {
     tide_dtype comm_dtype;
     size_t budget;
     int sleep, check, compare, init_rank0;
-    double sleep_fwd_ms, sleep_bwd_ms; /* --sleep-ms: fixed sleeps instead of calibrating */
+    /* --sleep-ms: fixed sleeps instead of calibrating (per layer; the batch) */
+    double sleep_fwd_ms, sleep_bwd_ms, sleep_batch_ms;
 };
 
 struct step_stats {
@@ -37,7 +38,7 @@ struct trainer {
     int rank, n, rows;
     float **act;   /* layers + 1 activations, rows x width */
     float *da, *db, *y, *teacher;
-    double fwd_s, bwd_s; /* calibrated per-layer compute (sleep mode) */
+    double fwd_s, bwd_s, batch_s; /* sleep mode: per layer, and making the batch */
     double compute_s;
 };
 

@@ -18,8 +18,8 @@ static const char usage[] =
     "  --budget BYTES       bound on unsharded parameter bytes (0 = none)\n"
     "  --init seed|rank0    seeded on every rank, or rank 0's values broadcast (seed)\n"
     "  --compute blas|sleep real math, or sleep as long as the math takes here (blas)\n"
-    "  --sleep-ms F,B       sleep F ms per layer forward, B backward (implies --compute sleep;\n"
-    "                       fixed sleeps for A/B runs on a noisy machine)\n"
+    "  --sleep-ms F,B[,D]   sleep F ms per layer forward, B backward, D making the batch\n"
+    "                       (default F); implies --compute sleep: fixed sleeps for A/B runs\n"
     "  --check              compare every step's loss with one-process training (1e-5)\n"
     "  --compare-prefetch   train with prefetch 0 and with --prefetch (2 if 0), steps taking turns\n";
 
@@ -50,7 +50,8 @@ static int parse_word(const char *opt, const char *v, struct opts *o)
     return 1; /* not a word option */
 }
 
-/* "F,B": positive milliseconds per layer, forward then backward. */
+/* "F,B[,D]": positive milliseconds per layer, forward then backward, and
+ * for making the batch (a GEMM of a layer forward's shape: F if not given). */
 static int parse_sleeps(const char *v, struct opts *o)
 {
     char *end;
@@ -58,8 +59,13 @@ static int parse_sleeps(const char *v, struct opts *o)
     if (*end != ',')
         return -1;
     o->sleep_bwd_ms = strtod(end + 1, &end);
+    o->sleep_batch_ms = o->sleep_fwd_ms;
+    if (*end == ',')
+        o->sleep_batch_ms = strtod(end + 1, &end);
     o->sleep = 1;
-    return *end || !(o->sleep_fwd_ms > 0) || !(o->sleep_bwd_ms > 0) ? -1 : 0;
+    return *end || !(o->sleep_fwd_ms > 0) || !(o->sleep_bwd_ms > 0) || !(o->sleep_batch_ms > 0)
+               ? -1
+               : 0;
 }
 
 static int parse_number(const char *opt, const char *v, struct opts *o)

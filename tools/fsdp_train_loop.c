@@ -32,15 +32,18 @@ static int forward(struct trainer *t, int step, int micro, double *loss)
     const struct opts *o = t->o;
     int rc, chunk = micro * t->n + t->rank;
     /* The first gather starts before the batch is made, so the batch's
-     * math (a GEMM with the teacher) hides it. */
+     * math (a GEMM with the teacher) hides it.  Sleep mode sleeps for that
+     * math too: without it, its steps had nothing to hide the first
+     * gather behind, unlike the BLAS steps they stand in for. */
     if ((rc = tide_fsdp_begin_forward(t->f)) != 0)
         return trainer_fail(t, "begin_forward", rc);
-    if (!o->sleep) {
-        double c0 = compute_begin(t, "batch", -1);
+    double cb = compute_begin(t, "batch", -1);
+    if (o->sleep)
+        train_sleep(t->batch_s);
+    else
         mlp_batch(t->act[0], t->y, t->teacher, o->width, t->rows, o->seed, step,
                   (long)chunk * t->rows);
-        compute_end(t, c0);
-    }
+    compute_end(t, cb);
     for (int l = 0; l < o->layers; l++) {
         float *w;
         if ((rc = tide_fsdp_acquire(t->f, l, &w)) != 0)
@@ -233,8 +236,9 @@ static void report_start(const struct trainer *t, const double *pure, int nruns)
                nruns > 1 ? (k ? " with prefetch" : " without prefetch") : "", t->o->replays,
                pure[k] * 1e3);
     if (t->o->sleep)
-        printf("compute sleeps per layer: forward %.2f ms, backward %.2f ms (%s)\n",
-               t->fwd_s * 1e3, t->bwd_s * 1e3,
+        printf("compute sleeps: per layer forward %.2f ms, backward %.2f ms; making a batch "
+               "%.2f ms (%s)\n",
+               t->fwd_s * 1e3, t->bwd_s * 1e3, t->batch_s * 1e3,
                t->o->sleep_fwd_ms > 0 ? "--sleep-ms" : "BLAS, calibrated here");
 }
 

@@ -30,37 +30,41 @@ int trainer_fail(struct trainer *t, const char *call, int rc)
     return rc;
 }
 
-/* Sleep mode: how long one layer's forward and backward take with BLAS
- * here (median of 5, the largest over the ranks), so the sleeps stand in
- * for the same math.  The backward writes a fresh gradient (beta = 0),
- * as every step without --accum does.  Collective over the world. */
+/* Sleep mode: how long making a batch and one layer's forward and
+ * backward take with BLAS here (median of 5, the largest over the ranks),
+ * so the sleeps stand in for the same math.  The backward writes a fresh
+ * gradient (beta = 0), as every step without --accum does.  Collective
+ * over the world. */
 static void calibrate(struct trainer *t)
 {
     int w = t->o->width;
     float *wb = calloc(mlp_layer_numel(w), sizeof(float));
     float *g = calloc(mlp_layer_numel(w), sizeof(float));
-    double fw[5], bw[5];
+    double fw[5], bw[5], da[5];
     mlp_init_layer(wb, w, 1, 0);
-    mlp_batch(t->act[0], t->y, wb, w, t->rows, 1, 0, 0);
     for (int i = 0; i < 5; i++) {
+        double tb = train_now();
+        mlp_batch(t->act[0], t->y, t->teacher, w, t->rows, 1, i, 0);
         double t0 = train_now();
         mlp_forward(wb, t->act[0], t->act[1], w, t->rows, 1);
         double t1 = train_now();
         memcpy(t->da, t->act[1], (size_t)t->rows * w * sizeof(float));
         double t2 = train_now();
         mlp_backward(wb, t->act[0], t->act[1], t->da, t->db, g, 0, w, t->rows, 1);
+        da[i] = t0 - tb;
         fw[i] = t1 - t0;
         bw[i] = train_now() - t2;
     }
-    double mine[2] = {train_median(fw, 5), train_median(bw, 5)}, all[2];
+    double mine[3] = {train_median(fw, 5), train_median(bw, 5), train_median(da, 5)}, all[3];
     free(wb);
     free(g);
     /* Every rank sleeps the same: the slowest calibration, so no rank
      * waits for another's longer sleep and calls it communication. */
-    if (tide_allreduce(t->world, mine, all, 2, TIDE_FLOAT64, TIDE_MAX) != 0)
+    if (tide_allreduce(t->world, mine, all, 3, TIDE_FLOAT64, TIDE_MAX) != 0)
         memcpy(all, mine, sizeof all);
     t->fwd_s = all[0];
     t->bwd_s = all[1];
+    t->batch_s = all[2];
 }
 
 void trainer_free(struct trainer *t)
@@ -139,9 +143,11 @@ int trainer_init(struct trainer *t, const struct opts *o, tide_comm *world, int 
     if (o->sleep_fwd_ms > 0) {
         t->fwd_s = o->sleep_fwd_ms * 1e-3;
         t->bwd_s = o->sleep_bwd_ms * 1e-3;
+        t->batch_s = o->sleep_batch_ms * 1e-3;
     } else if (o->sleep && like_t) {
         t->fwd_s = like_t->fwd_s;
         t->bwd_s = like_t->bwd_s;
+        t->batch_s = like_t->batch_s;
     } else if (o->sleep) {
         calibrate(t);
     }
