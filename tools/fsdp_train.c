@@ -13,8 +13,9 @@
  * fails unless every step's loss matches within 1e-5 relative.
  * --compare-prefetch trains twice, prefetch off and on, their steps
  * taking turns, side by side.
- * --compute sleep replaces each layer's math by a sleep as long as its
- * BLAS version takes here, as if an accelerator computed.
+ * --compute sleep replaces each layer's math, and the batch's, by a
+ * sleep as long as its BLAS version takes here, as if an accelerator
+ * computed.
  *
  * This file runs one of the three modes; the pieces live beside it:
  * fsdp_train_args.c (options), fsdp_trainer.c (a rank's model, buffers
