@@ -104,6 +104,37 @@ int tide_fsdp_sgd(tide_fsdp *f, float lr)
     return step_shards(f, "tide_fsdp_sgd", sgd_unit, &lr);
 }
 
+/* Adam over one shard, in blocks as sgd_span.  sqrtf is the other thing
+ * that kept it scalar: C's sqrtf sets errno for a negative argument, so
+ * gcc calls it per element unless told errno does not matter
+ * (-fno-math-errno, fsdp/meson.build; v is never negative anyway).  The
+ * plain loop took ~4.7 ns an element here: 38-43 ms of a 1-rank demo
+ * step with 8 units of 1 Mi.  Element for element the same arithmetic. */
+enum { ADAM_BLOCK = 64 };
+
+struct adam_coef {
+    float lr, b1, b2, eps, wd, c1, c2;
+};
+
+static void adam_span(float *restrict p, float *restrict m, float *restrict v,
+                      const float *restrict g, const struct adam_coef *a, size_t n)
+{
+    const float lr = a->lr, b1 = a->b1, b2 = a->b2, eps = a->eps, wd = a->wd;
+    const float c1 = a->c1, c2 = a->c2, d1 = 1.0f - b1, d2 = 1.0f - b2;
+    size_t k = 0;
+    for (; k + ADAM_BLOCK <= n; k += ADAM_BLOCK)
+        for (size_t j = 0; j < ADAM_BLOCK; j++) {
+            m[k + j] = b1 * m[k + j] + d1 * g[k + j];
+            v[k + j] = b2 * v[k + j] + d2 * g[k + j] * g[k + j];
+            p[k + j] -= lr * ((m[k + j] / c1) / (sqrtf(v[k + j] / c2) + eps) + wd * p[k + j]);
+        }
+    for (; k < n; k++) {
+        m[k] = b1 * m[k] + d1 * g[k];
+        v[k] = b2 * v[k] + d2 * g[k] * g[k];
+        p[k] -= lr * ((m[k] / c1) / (sqrtf(v[k] / c2) + eps) + wd * p[k]);
+    }
+}
+
 /* Adam's moments are allocated at the unit's first step. */
 static int adam_unit(tide_fsdp *f, struct tide__fsdp_unit *u, const void *arg)
 {
@@ -115,15 +146,10 @@ static int adam_unit(tide_fsdp *f, struct tide__fsdp_unit *u, const void *arg)
             return tide__fsdp_fail(f, TIDE_ENOMEM, "tide_fsdp_adam: out of memory");
     }
     u->adam_t++;
-    float c1 = 1.0f - powf(p->beta1, (float)u->adam_t);
-    float c2 = 1.0f - powf(p->beta2, (float)u->adam_t);
-    for (size_t k = 0; k < u->shard; k++) {
-        float g = u->shard_grad[k];
-        u->adam_m[k] = p->beta1 * u->adam_m[k] + (1.0f - p->beta1) * g;
-        u->adam_v[k] = p->beta2 * u->adam_v[k] + (1.0f - p->beta2) * g * g;
-        float step = (u->adam_m[k] / c1) / (sqrtf(u->adam_v[k] / c2) + p->eps);
-        u->shard_params[k] -= p->lr * (step + p->weight_decay * u->shard_params[k]);
-    }
+    struct adam_coef a = {p->lr, p->beta1, p->beta2, p->eps, p->weight_decay,
+                          1.0f - powf(p->beta1, (float)u->adam_t),
+                          1.0f - powf(p->beta2, (float)u->adam_t)};
+    adam_span(u->shard_params, u->adam_m, u->adam_v, u->shard_grad, &a, u->shard);
     return 0;
 }
 
