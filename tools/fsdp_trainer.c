@@ -40,7 +40,7 @@ static void calibrate(struct trainer *t)
     int w = t->o->width;
     float *wb = calloc(mlp_layer_numel(w), sizeof(float));
     float *g = calloc(mlp_layer_numel(w), sizeof(float));
-    double fw[5], bw[5], da[5];
+    double fw[5], bw[5], bat[5];
     mlp_init_layer(wb, w, 1, 0);
     for (int i = 0; i < 5; i++) {
         double tb = train_now();
@@ -51,11 +51,11 @@ static void calibrate(struct trainer *t)
         memcpy(t->da, t->act[1], (size_t)t->rows * w * sizeof(float));
         double t2 = train_now();
         mlp_backward(wb, t->act[0], t->act[1], t->da, t->db, g, 0, w, t->rows, 1);
-        da[i] = t0 - tb;
+        bat[i] = t0 - tb;
         fw[i] = t1 - t0;
         bw[i] = train_now() - t2;
     }
-    double mine[3] = {train_median(fw, 5), train_median(bw, 5), train_median(da, 5)}, all[3];
+    double mine[3] = {train_median(fw, 5), train_median(bw, 5), train_median(bat, 5)}, all[3];
     free(wb);
     free(g);
     /* Every rank sleeps the same: the slowest calibration, so no rank
