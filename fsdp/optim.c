@@ -114,15 +114,13 @@ int tide_fsdp_sgd(tide_fsdp *f, float lr)
  * helper, gcc 12 at -O2 no longer vectorized the block. */
 enum { ADAM_BLOCK = 64 };
 
-struct adam_coef {
-    float lr, b1, b2, eps, wd, c1, c2;
-};
-
+/* c1, c2: this step's bias corrections, 1 - beta^t. */
 static void adam_span(float *restrict p, float *restrict m, float *restrict v,
-                      const float *restrict g, const struct adam_coef *a, size_t n)
+                      const float *restrict g, const tide_fsdp_adam_params *hp, float c1,
+                      float c2, size_t n)
 {
-    const float lr = a->lr, b1 = a->b1, b2 = a->b2, eps = a->eps, wd = a->wd;
-    const float c1 = a->c1, c2 = a->c2, d1 = 1.0f - b1, d2 = 1.0f - b2;
+    const float lr = hp->lr, b1 = hp->beta1, b2 = hp->beta2, eps = hp->eps;
+    const float wd = hp->weight_decay, d1 = 1.0f - b1, d2 = 1.0f - b2;
     size_t k = 0;
     for (; k + ADAM_BLOCK <= n; k += ADAM_BLOCK)
         for (size_t j = 0; j < ADAM_BLOCK; j++) {
@@ -148,10 +146,9 @@ static int adam_unit(tide_fsdp *f, struct tide__fsdp_unit *u, const void *arg)
             return tide__fsdp_fail(f, TIDE_ENOMEM, "tide_fsdp_adam: out of memory");
     }
     u->adam_t++;
-    struct adam_coef a = {p->lr, p->beta1, p->beta2, p->eps, p->weight_decay,
-                          1.0f - powf(p->beta1, (float)u->adam_t),
-                          1.0f - powf(p->beta2, (float)u->adam_t)};
-    adam_span(u->shard_params, u->adam_m, u->adam_v, u->shard_grad, &a, u->shard);
+    adam_span(u->shard_params, u->adam_m, u->adam_v, u->shard_grad, p,
+              1.0f - powf(p->beta1, (float)u->adam_t), 1.0f - powf(p->beta2, (float)u->adam_t),
+              u->shard);
     return 0;
 }
 
