@@ -22,6 +22,7 @@ void tide_config_default(tide_config *cfg)
     cfg->bootstrap_timeout_s = 0; /* 0: follow timeout_s */
     cfg->progress = TIDE_PROGRESS_THREAD;
     cfg->spin_us = 50;
+    cfg->yield_when_idle = -1;
     cfg->log_level = TIDE_LOG_WARN;
 }
 
@@ -128,6 +129,24 @@ static int read_progress(tide_config *cfg)
     return TIDE_EINVAL;
 }
 
+static int read_yield(tide_config *cfg)
+{
+    const char *s = getenv("TIDE_YIELD_WHEN_IDLE");
+    if (!s || !*s)
+        return 0;
+    if (!strcasecmp(s, "auto")) {
+        cfg->yield_when_idle = -1;
+        return 0;
+    }
+    if (!strcmp(s, "0") || !strcmp(s, "1")) {
+        cfg->yield_when_idle = s[0] - '0';
+        return 0;
+    }
+    tide__log(TIDE_LOG_ERROR, -1, "TIDE_YIELD_WHEN_IDLE=\"%s\": expected \"auto\", \"0\" or \"1\"",
+              s);
+    return TIDE_EINVAL;
+}
+
 int tide_config_from_env(tide_config *cfg)
 {
     if (!cfg)
@@ -148,6 +167,8 @@ int tide_config_from_env(tide_config *cfg)
         rc = read_progress(cfg);
     if (!rc)
         rc = env_int("TIDE_SPIN_US", 0, 10000000, &cfg->spin_us);
+    if (!rc)
+        rc = read_yield(cfg);
     if (!rc)
         rc = env_int("TIDE_LOG_LEVEL", 0, 3, &cfg->log_level);
     if (!rc && (s = getenv("TIDE_TRACE")))

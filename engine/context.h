@@ -129,6 +129,7 @@ struct tide__ctx {
     int rank, size;
     uint64_t timeout_ns;
     uint64_t spin_ns;
+    bool spin_yields; /* a spinning waiter yields on idle passes (comm.c: spin_yields) */
     bool inline_mode;
     struct tide__trace *trace; /* TIDE_TRACE recording (trace.h), or NULL */
 

@@ -290,7 +290,7 @@ void tide__progress_drive_until(struct tide__ctx *ctx, tide_req *req, uint64_t d
         if (moved && now + ctx->spin_ns > *spin_end)
             *spin_end = now + ctx->spin_ns;
         if (now < *spin_end) {
-            if (!moved)
+            if (!moved && ctx->spin_yields)
                 tide__spin_yield(); /* the peer we wait for may need this core */
             continue;
         }

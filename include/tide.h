@@ -107,10 +107,13 @@ typedef struct tide_config {
     int spin_us;                /* spin this long without arrivals before blocking */
     int log_level;              /* 0 errors, 1 warnings, 2 info, 3 debug */
     char trace_path[1024];      /* "" = no trace; see tide_trace_begin */
+    int yield_when_idle;        /* spinning waiters yield the core: 1 always, 0 never,
+                                   -1 when local_size exceeds the usable cores */
 } tide_config;
 
 /* Fill cfg with defaults: size 1, rank 0, 127.0.0.1:29500, timeout 300 s,
- * thread progress, spin 50 us, warnings logged. */
+ * thread progress, spin 50 us, yield when oversubscribed (-1), warnings
+ * logged. */
 TIDE_API void tide_config_default(tide_config *cfg);
 
 /*
@@ -119,8 +122,8 @@ TIDE_API void tide_config_default(tide_config *cfg);
  * (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE) and Slurm
  * (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), in that order of
  * preference, plus MASTER_ADDR, MASTER_PORT, TIDE_JOB_TOKEN, TIDE_TIMEOUT,
- * TIDE_BOOTSTRAP_TIMEOUT, TIDE_PROGRESS, TIDE_SPIN_US, TIDE_LOG_LEVEL and
- * TIDE_TRACE (trace_path).
+ * TIDE_BOOTSTRAP_TIMEOUT, TIDE_PROGRESS, TIDE_SPIN_US, TIDE_YIELD_WHEN_IDLE
+ * (auto, 0 or 1), TIDE_LOG_LEVEL and TIDE_TRACE (trace_path).
  * Returns TIDE_EINVAL (and logs which variable) on a malformed value.
  */
 TIDE_API int tide_config_from_env(tide_config *cfg);

@@ -262,11 +262,45 @@ static void config_reads_each_launcher(void **state)
             assert_int_equal(cfg.size, cases[i].want_size);
         }
     }
+    for (size_t v = 0; v < sizeof all / sizeof all[0]; v++)
+        unsetenv(all[v]); /* the last case left RANK="x" behind */
     setenv("TIDE_PROGRESS", "sideways", 1);
     tide_config cfg;
     tide_config_default(&cfg);
     assert_int_equal(tide_config_from_env(&cfg), TIDE_EINVAL);
     unsetenv("TIDE_PROGRESS");
+}
+
+/* TIDE_YIELD_WHEN_IDLE: auto (the default, decided from LOCAL_WORLD_SIZE
+ * and the cores), 0 or 1; anything else is refused by name, and so is a
+ * config that sets the field out of range. */
+static void config_reads_yield_when_idle(void **state)
+{
+    (void)state;
+    const struct {
+        const char *value;
+        int want_rc, want;
+    } cases[] = {{"auto", 0, -1}, {"AUTO", 0, -1}, {"0", 0, 0},        {"1", 0, 1},
+                 {"2", TIDE_EINVAL, 0}, {"yes", TIDE_EINVAL, 0}, {"01", TIDE_EINVAL, 0}};
+    tide_config cfg;
+    tide_config_default(&cfg);
+    assert_int_equal(cfg.yield_when_idle, -1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("TIDE_YIELD_WHEN_IDLE", cases[i].value, 1);
+        tide_config_default(&cfg);
+        cfg.yield_when_idle = 7; /* must be overwritten on success */
+        int rc = tide_config_from_env(&cfg);
+        assert_int_equal(rc, cases[i].want_rc);
+        if (rc == 0)
+            assert_int_equal(cfg.yield_when_idle, cases[i].want);
+    }
+    unsetenv("TIDE_YIELD_WHEN_IDLE");
+
+    tide_config_default(&cfg);
+    cfg.yield_when_idle = 2;
+    tide_comm *comm = (tide_comm *)&cfg; /* must come back NULL */
+    assert_int_equal(tide_init_with(&comm, &cfg), TIDE_EINVAL);
+    assert_null(comm);
 }
 
 /* Thousands of keys (the table grows several times), some shared by
@@ -339,6 +373,7 @@ int main(void)
         cmocka_unit_test(unexpected_copy_delivers),
         cmocka_unit_test(every_error_has_a_name_and_text),
         cmocka_unit_test(config_reads_each_launcher),
+        cmocka_unit_test(config_reads_yield_when_idle),
         cmocka_unit_test(seqmap_finds_every_node_through_growth),
         cmocka_unit_test(reactor_ring_comes_up),
     };
