@@ -5,9 +5,11 @@
  * lives on it: ~9 us round trips spinning against ~60 us sleeping,
  * measured on this project's machines), for as long as arrivals keep
  * coming and TIDE_SPIN_US after the last, then sleeping in io_uring_enter.
- * Every idle pass of a spin yields the core (tide__spin_yield): with more
- * ranks than cores the peer we wait for needs it, and a pure spin made a
- * 4-rank allreduce two to three times slower.  A caller that finds another
+ * When this host has more ranks than cores, every idle pass of a spin
+ * yields the core (tide__spin_yield; ctx->spin_yields, see comm.c): the
+ * peer we wait for needs it, and a pure spin made a 4-rank allreduce two
+ * to three times slower.  With a core each, the yield only slowed round
+ * trips.  A caller that finds another
  * thread driving spins, then sleeps until the request completes or the
  * driver lets go (sleep_on). */
 #include "engine/clock.h"
