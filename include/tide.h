@@ -107,8 +107,9 @@ typedef struct tide_config {
     int spin_us;                /* spin this long without arrivals before blocking */
     int log_level;              /* 0 errors, 1 warnings, 2 info, 3 debug */
     char trace_path[1024];      /* "" = no trace; see tide_trace_begin */
-    int yield_when_idle;        /* spinning waiters yield the core: 1 always, 0 never,
-                                   -1 when local_size exceeds the usable cores */
+    int yield_when_idle;        /* spinning waiters yield the core: 1 always, 0 never, -1 only
+                                   when local_size is unknown or exceeds the cores this
+                                   process may run on */
 } tide_config;
 
 /* Fill cfg with defaults: size 1, rank 0, 127.0.0.1:29500, timeout 300 s,

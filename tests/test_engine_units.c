@@ -280,8 +280,10 @@ static void config_reads_yield_when_idle(void **state)
     const struct {
         const char *value;
         int want_rc, want;
-    } cases[] = {{"auto", 0, -1}, {"AUTO", 0, -1}, {"0", 0, 0},        {"1", 0, 1},
-                 {"2", TIDE_EINVAL, 0}, {"yes", TIDE_EINVAL, 0}, {"01", TIDE_EINVAL, 0}};
+    } cases[] = {
+        {"auto", 0, -1},       {"AUTO", 0, -1},         {"0", 0, 0},          {"1", 0, 1},
+        {"2", TIDE_EINVAL, 0}, {"yes", TIDE_EINVAL, 0}, {"01", TIDE_EINVAL, 0},
+    };
     tide_config cfg;
     tide_config_default(&cfg);
     assert_int_equal(cfg.yield_when_idle, -1);
