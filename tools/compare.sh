@@ -61,7 +61,11 @@ mkdir -p "$raw" "$logs"
 # ---------------------------------------------------------------- schedule
 
 # Bands: "first last factor iterations warmup".  Iterations shrink with
-# size so that every band costs about the same and the run stays short.
+# size so that every band costs about the same and the run stays short,
+# but no size is timed for less than ~10 ms: a shorter window is less
+# than one scheduler slice, and with 4 ranks on 2 cores a single
+# preemption then decides the figure (200 calls of an 8-byte broadcast,
+# ~2 ms, swung 0.6x-1.3x between runs).
 # The whole schedule runs twice (passes) and the report keeps each
 # system's faster pass: a neighbour's burst only ever slows a run down.
 worlds=(2 4)
@@ -72,7 +76,8 @@ if ((quick)); then
   loopback=(--mib 16 --reps 3 --iters 3000)
 else
   passes=2
-  bands=("8 32K 4 200 20" "128K 2M 4 40 5" "8M 32M 4 10 2" "64M 64M 2 5 1")
+  bands=("8 2K 4 2000 200" "8K 32K 4 500 50" "128K 512K 4 100 10" "2M 2M 2 30 3"
+         "8M 32M 4 10 2" "64M 64M 2 5 1")
   overlap_band="64K 16M 4 15 3"
   loopback=(--mib 64 --reps 5 --iters 20000)
 fi
