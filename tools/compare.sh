@@ -62,10 +62,10 @@ mkdir -p "$raw" "$logs"
 
 # Bands: "first last factor iterations warmup".  Iterations shrink with
 # size so that every band costs about the same and the run stays short,
-# but no size is timed for less than ~10 ms: a shorter window is less
-# than one scheduler slice, and with 4 ranks on 2 cores a single
-# preemption then decides the figure (200 calls of an 8-byte broadcast,
-# ~2 ms, swung 0.6x-1.3x between runs).
+# but every size is timed for milliseconds, not a fraction of one
+# scheduler slice: with 4 ranks on 2 cores a single preemption then
+# decides the figure (200 calls of an 8-byte broadcast, ~2 ms, swung
+# 0.6x-1.3x between runs; 2000 calls now, ~20 ms).
 # The whole schedule runs twice (passes) and the report keeps each
 # system's faster pass: a neighbour's burst only ever slows a run down.
 worlds=(2 4)
