@@ -9,9 +9,8 @@
  * yields the core (tide__spin_yield; ctx->spin_yields, see comm.c): the
  * peer we wait for needs it, and a pure spin made a 4-rank allreduce two
  * to three times slower.  With a core each, the yield only slowed round
- * trips.  A caller that finds another
- * thread driving spins, then sleeps until the request completes or the
- * driver lets go (sleep_on). */
+ * trips.  A caller that finds another thread driving spins, then sleeps
+ * until the request completes or the driver lets go (sleep_on). */
 #include "engine/clock.h"
 #include "engine/context.h"
 #include "engine/trace.h"
