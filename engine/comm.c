@@ -6,6 +6,7 @@
 #include "engine/log.h"
 #include "engine/trace.h"
 #include "transports/tcp/bootstrap.h"
+#include "transports/tcp/congestion.h"
 #include "transports/tcp/tcp.h"
 
 #include <sched.h>
@@ -40,6 +41,11 @@ static int check_config(const tide_config *cfg)
         why = "job_token is not terminated";
     else if (!memchr(cfg->trace_path, '\0', sizeof cfg->trace_path))
         why = "trace_path is not terminated";
+    else if (!memchr(cfg->tcp_congestion, '\0', sizeof cfg->tcp_congestion))
+        why = "tcp_congestion is not terminated";
+    char cc_why[160];
+    if (!why && tide__tcp_congestion_check(cfg->tcp_congestion, cc_why, sizeof cc_why))
+        why = cc_why;
     if (!why)
         return 0;
     tide__log(TIDE_LOG_ERROR, -1, "tide_init: invalid configuration: %s", why);

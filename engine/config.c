@@ -171,6 +171,9 @@ int tide_config_from_env(tide_config *cfg)
         rc = read_yield(cfg);
     if (!rc)
         rc = env_int("TIDE_LOG_LEVEL", 0, 3, &cfg->log_level);
+    if (!rc && (s = getenv("TIDE_TCP_CONGESTION")))
+        rc = copy_string("TIDE_TCP_CONGESTION", strcasecmp(s, "auto") ? s : "",
+                         cfg->tcp_congestion, sizeof cfg->tcp_congestion);
     if (!rc && (s = getenv("TIDE_TRACE")))
         rc = copy_string("TIDE_TRACE", s, cfg->trace_path, sizeof cfg->trace_path);
     return rc;

@@ -110,11 +110,15 @@ typedef struct tide_config {
     int yield_when_idle;        /* spinning waiters yield the core: 1 always, 0 never, -1 only
                                    when local_size is unknown or exceeds the cores this
                                    process may run on */
+    char tcp_congestion[16];    /* TCP congestion control of the rank connections: "" (auto)
+                                   Reno between ranks on one host, the system's to other
+                                   hosts; "system" the system's everywhere; or a name the
+                                   kernel allows, e.g. "cubic", on every connection */
 } tide_config;
 
 /* Fill cfg with defaults: size 1, rank 0, 127.0.0.1:29500, timeout 300 s,
- * thread progress, spin 50 us, yield when oversubscribed (-1), warnings
- * logged. */
+ * thread progress, spin 50 us, yield when oversubscribed (-1), automatic
+ * TCP congestion control (""), warnings logged. */
 TIDE_API void tide_config_default(tide_config *cfg);
 
 /*
@@ -124,7 +128,8 @@ TIDE_API void tide_config_default(tide_config *cfg);
  * (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), in that order of
  * preference, plus MASTER_ADDR, MASTER_PORT, TIDE_JOB_TOKEN, TIDE_TIMEOUT,
  * TIDE_BOOTSTRAP_TIMEOUT, TIDE_PROGRESS, TIDE_SPIN_US, TIDE_YIELD_WHEN_IDLE
- * (auto, 0 or 1), TIDE_LOG_LEVEL and TIDE_TRACE (trace_path).
+ * (auto, 0 or 1), TIDE_TCP_CONGESTION (auto, system or an algorithm's
+ * name), TIDE_LOG_LEVEL and TIDE_TRACE (trace_path).
  * Returns TIDE_EINVAL (and logs which variable) on a malformed value.
  */
 TIDE_API int tide_config_from_env(tide_config *cfg);

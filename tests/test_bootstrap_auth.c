@@ -1,6 +1,7 @@
 /* test_bootstrap_auth.c - the bootstrap end to end over loopback: real
  * processes (one fork per rank) assemble a full mesh, authenticated by the
- * job token, and each checks that fds[p] really leads to rank p.  Also:
+ * job token, and each checks that fds[p] really leads to rank p and uses
+ * the congestion control the configuration asks for.  Also:
  * IPv6, a wrong token, strangers on the master port, a missing rank 0, no
  * token, and the pure message functions of handshake.h and sockaddr.h.
  *
@@ -58,6 +59,7 @@ struct job {
     double timeout_s;        /* bootstrap deadline */
     int rank0_absent;        /* never start rank 0 */
     int strangers;           /* STRANGER_* bits */
+    const char *congestion;  /* tide_config.tcp_congestion; NULL: auto */
     double max_elapsed_s;    /* per rank; 0: timeout_s + 1 */
     int want_rc[MAX_RANKS];  /* per rank */
     const char *want_err[MAX_RANKS]; /* substring of err, or NULL */
@@ -106,6 +108,37 @@ static void make_config(tide_config *cfg, const struct job *j, int rank, int por
     const char *token = rank == 1 && j->rank1_token ? j->rank1_token : j->token;
     snprintf(cfg->job_token, sizeof cfg->job_token, "%s", token);
     cfg->bootstrap_timeout_s = j->timeout_s;
+    if (j->congestion)
+        snprintf(cfg->tcp_congestion, sizeof cfg->tcp_congestion, "%s", j->congestion);
+}
+
+static void congestion_of(int fd, char *name, size_t cap)
+{
+    socklen_t len = (socklen_t)cap - 1;
+    memset(name, 0, cap);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) < 0)
+        snprintf(name, cap, "(getsockopt: %s)", strerror(errno));
+}
+
+/* What a TCP socket gets when nobody chooses: the system's default. */
+static void system_congestion(char *name, size_t cap)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    congestion_of(fd, name, cap);
+    close(fd);
+}
+
+/* The congestion control every connection of job j must use: every
+ * address these tests dial is loopback, so auto means Reno. */
+static void wanted_congestion(const struct job *j, char *name, size_t cap)
+{
+    if (!j->congestion || !j->congestion[0])
+        snprintf(name, cap, "reno");
+    else if (!strcmp(j->congestion, "system"))
+        system_congestion(name, cap);
+    else
+        snprintf(name, cap, "%s", j->congestion);
 }
 
 static int read_full(int fd, void *buf, size_t len)
@@ -122,10 +155,14 @@ static int read_full(int fd, void *buf, size_t len)
     return 0;
 }
 
-/* Is fds[p] a blocking, no-delay socket to rank p?  Each rank sends its
- * rank to every peer, then reads what each peer sent. */
-static int check_mesh(int rank, int size, const int *fds)
+/* Is fds[p] a blocking, no-delay socket to rank p, with the congestion
+ * control j asks for?  Each rank sends its rank to every peer, then reads
+ * what each peer sent. */
+static int check_mesh(const struct job *j, int rank, const int *fds)
 {
+    int size = j->size;
+    char want_cc[32], cc[32];
+    wanted_congestion(j, want_cc, sizeof want_cc);
     if (fds[rank] != -1) {
         fprintf(stderr, "rank %d: fds[self] = %d\n", rank, fds[rank]);
         return 1;
@@ -139,6 +176,11 @@ static int check_mesh(int rank, int size, const int *fds)
         if (fl < 0 || (fl & O_NONBLOCK) ||
             getsockopt(fds[p], IPPROTO_TCP, TCP_NODELAY, &one, &len) < 0 || !one) {
             fprintf(stderr, "rank %d: fds[%d] is not a blocking TCP_NODELAY socket\n", rank, p);
+            return 1;
+        }
+        congestion_of(fds[p], cc, sizeof cc);
+        if (strcmp(cc, want_cc) != 0) {
+            fprintf(stderr, "rank %d: fds[%d] uses %s, want %s\n", rank, p, cc, want_cc);
             return 1;
         }
         uint32_t me = (uint32_t)rank;
@@ -193,7 +235,7 @@ static int rank_main(const struct job *j, int rank, int port)
                 return 1;
         return 0;
     }
-    return check_mesh(rank, j->size, fds);
+    return check_mesh(j, rank, fds);
 }
 
 static pid_t spawn_rank(const struct job *j, int rank, int port)
@@ -318,6 +360,26 @@ static void test_mesh_ipv4(void **state)
         struct job j = {.host = "127.0.0.1", .size = size, .token = "s3cret", .timeout_s = 20};
         run_job(&j);
     }
+}
+
+/* TIDE_TCP_CONGESTION: "system" leaves the kernel's default, a name is
+ * set on every connection, and a name the kernel does not have is refused
+ * before anything is dialed. */
+static void test_mesh_congestion(void **state)
+{
+    (void)state;
+    struct job j = {.host = "127.0.0.1", .size = 3, .token = "s3cret", .timeout_s = 20};
+    j.congestion = "system";
+    run_job(&j);
+    j.congestion = "reno";
+    run_job(&j);
+
+    tide_config cfg;
+    tide_config_default(&cfg);
+    snprintf(cfg.tcp_congestion, sizeof cfg.tcp_congestion, "no-such-cc");
+    tide_comm *comm = (tide_comm *)&cfg; /* must come back NULL */
+    assert_int_equal(tide_init_with(&comm, &cfg), TIDE_EINVAL);
+    assert_null(comm);
 }
 
 static void test_mesh_ipv6(void **state)
@@ -527,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_no_token_remote),
         cmocka_unit_test(test_port_taken),
         cmocka_unit_test(test_mesh_ipv4),
+        cmocka_unit_test(test_mesh_congestion),
         cmocka_unit_test(test_mesh_ipv6),
         cmocka_unit_test(test_mesh_localhost),
         cmocka_unit_test(test_no_token_loopback),

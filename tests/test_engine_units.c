@@ -305,6 +305,35 @@ static void config_reads_yield_when_idle(void **state)
     assert_null(comm);
 }
 
+/* TIDE_TCP_CONGESTION: auto (any case) is the empty default, anything else
+ * is kept as given for tide_init to try, and a name longer than the kernel
+ * allows is refused. */
+static void config_reads_tcp_congestion(void **state)
+{
+    (void)state;
+    const struct {
+        const char *value;
+        int want_rc;
+        const char *want;
+    } cases[] = {
+        {"auto", 0, ""},     {"AUTO", 0, ""}, {"", 0, ""},
+        {"system", 0, "system"}, {"cubic", 0, "cubic"},
+        {"a-name-too-long-for-tcp", TIDE_EINVAL, ""},
+    };
+    tide_config cfg;
+    tide_config_default(&cfg);
+    assert_string_equal(cfg.tcp_congestion, "");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("TIDE_TCP_CONGESTION", cases[i].value, 1);
+        tide_config_default(&cfg);
+        int rc = tide_config_from_env(&cfg);
+        assert_int_equal(rc, cases[i].want_rc);
+        if (rc == 0)
+            assert_string_equal(cfg.tcp_congestion, cases[i].want);
+    }
+    unsetenv("TIDE_TCP_CONGESTION");
+}
+
 /* Thousands of keys (the table grows several times), some shared by
  * several nodes (notes from different peers about one collective): every
  * node is found under its key and only there, and removal leaves the
@@ -376,6 +405,7 @@ int main(void)
         cmocka_unit_test(every_error_has_a_name_and_text),
         cmocka_unit_test(config_reads_each_launcher),
         cmocka_unit_test(config_reads_yield_when_idle),
+        cmocka_unit_test(config_reads_tcp_congestion),
         cmocka_unit_test(seqmap_finds_every_node_through_growth),
         cmocka_unit_test(reactor_ring_comes_up),
     };

@@ -20,6 +20,7 @@
  * deadline) is dropped with a warning and never fails the bootstrap.
  */
 #include "transports/tcp/bootstrap.h"
+#include "transports/tcp/congestion.h"
 #include "engine/clock.h"
 #include "engine/log.h"
 #include "transports/tcp/handshake.h"
@@ -106,6 +107,7 @@ struct boot {
     char *err;
     size_t errlen;
     int failed;          /* the first error wins */
+    const char *congestion; /* tide_config.tcp_congestion */
 };
 
 __attribute__((format(printf, 3, 4))) static int fail(struct boot *b, int rc, const char *fmt,
@@ -135,8 +137,9 @@ static const char *purpose_name(uint32_t purpose)
 /* Sockets                                                             */
 /* ------------------------------------------------------------------ */
 
-/* The handed-over form of a connection: blocking, no Nagle, keepalive. */
-static int make_final(int fd)
+/* The handed-over form of a connection: blocking, no Nagle, keepalive,
+ * the configured congestion control (congestion.c). */
+static int make_final(int fd, const char *congestion)
 {
     int one = 1;
     int fl = fcntl(fd, F_GETFL);
@@ -145,7 +148,7 @@ static int make_final(int fd)
     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0 ||
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) < 0)
         return -errno;
-    return 0;
+    return tide__tcp_congestion_apply(fd, congestion);
 }
 
 enum io_dir { IO_RECV, IO_SEND };
@@ -828,7 +831,7 @@ static int hand_over(struct boot *b, int *fds)
         struct conn *c = &b->conns[k];
         if (c->phase != PH_DONE)
             continue;
-        int e = make_final(c->fd);
+        int e = make_final(c->fd, b->congestion);
         if (e < 0)
             return fail(b, TIDE_EBOOTSTRAP, "cannot configure the socket to rank %d: %s",
                         c->peer, strerror(-e));
@@ -874,6 +877,7 @@ int tide__bootstrap(const tide_config *cfg, int *fds, char *err, size_t errlen)
         return fail(&b, TIDE_EINVAL, "rank %d is not in a job of %d ranks", cfg->rank, cfg->size);
     b.rank = cfg->rank;
     b.world = cfg->size;
+    b.congestion = cfg->tcp_congestion;
     for (int p = 0; p < b.world; p++)
         fds[p] = -1;
     if (b.world == 1)

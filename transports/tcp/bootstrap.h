@@ -13,7 +13,8 @@
 /*
  * Connect this rank to every other rank of the job described by cfg.
  * On success fds[p] (for p in 0..size-1) is a connected, authenticated,
- * blocking TCP socket to rank p with TCP_NODELAY set, and fds[rank] is -1.
+ * blocking TCP socket to rank p with TCP_NODELAY set and the configured
+ * congestion control (congestion.h), and fds[rank] is -1.
  * fds must have room for cfg->size entries.
  *
  * Returns 0, or:
