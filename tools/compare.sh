@@ -7,7 +7,9 @@
 #   tools/compare.sh [--quick] [--out DIR] [--build DIR]
 #
 # Measures allreduce, allgather, reduce_scatter and broadcast (float32 sum,
-# 8 B to 64 MiB by factors of 4, on 2 and 4 ranks) with tide-perf and its
+# 8 B to 64 MiB by factors of 4, on 2 and 4 ranks; the 2-rank allreduce
+# also at the anchor sizes of issue 3, 64 KiB, 1 MiB and 16 MiB, which
+# those factors step over) with tide-perf and its
 # twins tools/mpi_coll_bench.c and tools/gloo_bench.py; the overlap of a
 # nonblocking allreduce with busy and sleeping compute (tide-overlap, the
 # same method for MPI_Iallreduce and Gloo's async all_reduce); and the raw
@@ -72,16 +74,19 @@ worlds=(2 4)
 if ((quick)); then
   passes=1
   bands=("8 8K 32 20 3" "1M 1M 2 5 1")
+  anchor_bands=("64K 1M 16 20 3")
   overlap_band="1M 1M 2 5 1"
   loopback=(--mib 16 --reps 3 --iters 3000)
 else
   passes=2
   bands=("8 2K 4 2000 200" "8K 32K 4 500 50" "128K 512K 4 100 10" "2M 2M 2 30 3"
          "8M 32M 4 10 2" "64M 64M 2 5 1")
+  anchor_bands=("64K 1M 16 200 20" "16M 16M 2 10 2")
   overlap_band="64K 16M 4 15 3"
   loopback=(--mib 64 --reps 5 --iters 20000)
 fi
-ops=(allreduce allgather reduce_scatter broadcast)
+all_ops=(allreduce allgather reduce_scatter broadcast)
+ops=("${all_ops[@]}") # what bench runs
 
 tide_run=("$build/tools/tide-run")
 mpirun_base=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1)
@@ -166,6 +171,15 @@ for pass in $(seq "$passes"); do
       done
     done
   done
+  ops=(allreduce)
+  for band in "${anchor_bands[@]}"; do
+    read -r b e f iters warm <<<"$band"
+    sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
+    for sys in "${systems[@]}"; do
+      bench "$sys" 2 "$pass" "anchor-$b-$e"
+    done
+  done
+  ops=("${all_ops[@]}")
   read -r b e f iters warm <<<"$overlap_band"
   sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
   for n in "${worlds[@]}"; do

@@ -9,14 +9,18 @@ tide-overlap, mpi-coll-bench, gloo_bench.py and loopback-limits, plus
 compare.sh's run.json) and writes:
     OUT_DIR/compare.json   every record, the run's facts and the table rows
     OUT_DIR/table-full.md  the tables as printed, in Markdown
-    OUT_DIR/table.md       the README's cut: sizes 16x apart, and the largest
+    OUT_DIR/table.md       the README's cut: the anchors, sizes 16x apart,
+                           and the largest
     OUT_DIR/compare.png    busbw against size, one line per system, one
                            subplot per collective and world size
 
 How to read the bandwidth table: time is the slowest rank's mean per call
 (tide-perf's convention, which the other drivers copy), from the faster of
 the run's passes; "x peer" is the peer's time divided by tide's, so above
-1 tide is faster.  The overlap table shows the range over the passes.  The loopback
+1 tide is faster.  The anchor table is issue 3's yardstick: the 2-rank
+allreduce at the sizes it quotes, with its target (at least Open MPI
+TCP's speed; from 16 MiB at least 1.5x its bus bandwidth, which at one
+size is the same ratio of times).  The overlap table shows the range over the passes.  The loopback
 column sets tide against the machine: for sizes of 1 MiB and up, tide's
 bus bandwidth as a share of what raw sockets carry in the same pattern (a
 ring of N processes each sending while receiving; broadcast on 2 ranks is
@@ -36,6 +40,10 @@ OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast")
 # The loopback column switches from latency to bandwidth here: below it a
 # transfer fits the socket buffers and the streaming ceiling is no ceiling.
 BANDWIDTH_FROM = 1 << 20
+# Issue 3's anchors (2-rank float32 sum allreduce) and where its target
+# rises from "as fast as Open MPI TCP" to 1.5x its bus bandwidth.
+ANCHORS = (8, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
+BUSBW_TARGET_FROM = 16 << 20
 
 
 def system_of(rec):
@@ -169,6 +177,27 @@ def bandwidth_table(rows):
     return head, body
 
 
+def anchor_rows(rows):
+    return [r for r in rows
+            if r["op"] == "allreduce" and r["ranks"] == 2 and r["bytes"] in ANCHORS]
+
+
+def anchor_table(rows):
+    head = ["size", "tide µs", "tide busbw GB/s", "Open MPI tcp µs", "Open MPI tcp busbw GB/s",
+            "Gloo µs", "x Open MPI tcp", "target", "met"]
+    body = []
+    for r in rows:
+        ratio = r["ratio"].get("ompi-tcp")
+        target = 1.5 if r["bytes"] >= BUSBW_TARGET_FROM else 1.0
+        bus = lambda s: f"{r['busbw_gbps'][s]:.2f}" if r["busbw_gbps"][s] else "n/a"
+        body.append([size_text(r["bytes"]), time_text(r["time_us"]["tide"]), bus("tide"),
+                     time_text(r["time_us"]["ompi-tcp"]), bus("ompi-tcp"),
+                     time_text(r["time_us"]["gloo"]),
+                     f"{ratio:.2f}" if ratio else "n/a", f"{target:.1f}",
+                     "n/a" if ratio is None else ("yes" if ratio >= target else "no")])
+    return head, body
+
+
 def overlap_table(rows):
     head = (["ranks", "size", "compute"] + [f"{LABELS[s]} %" for s in SYSTEMS]
             + ["tide t_pure µs"])
@@ -271,12 +300,15 @@ def main():
     records, facts = load(out_dir)
     bw, ov = bandwidth_rows(records), overlap_rows(records)
     bw_table, ov_table = bandwidth_table(bw), overlap_table(ov)
+    anchors = anchor_rows(bw)
     limits = limits_lines(records)
     about = (f"{facts.get('date', '?')}, {facts.get('machine', '?')}; "
              f"Open MPI {facts.get('ompi_version', '?')}, torch {facts.get('torch_version', '?')}; "
              f"1-minute load {facts.get('load1_before', '?')} before, "
              f"{facts.get('load1_after', '?')} after; {facts.get('seconds', '?')} s")
-    print(f"== collectives, float32 sum: µs per call (x peer = peer time / tide time) ==\n{about}")
+    print(f"== issue 3's anchors: 2-rank allreduce, float32 sum ==\n{about}")
+    print(text_table(*anchor_table(anchors)))
+    print("\n== collectives, float32 sum: µs per call (x peer = peer time / tide time) ==")
     print(text_table(*bw_table))
     print("\n== overlap of a nonblocking allreduce with compute, % (OSU method) ==")
     print(text_table(*ov_table))
@@ -284,12 +316,13 @@ def main():
     for name, bw_rows, ov_rows in (("table-full.md", bw, ov),
                                    ("table.md", readme_cut(bw), overlap_cut(ov))):
         with open(os.path.join(out_dir, name), "w") as f:
-            f.write(f"{about}\n\n{md_table(*bandwidth_table(bw_rows))}\n\nOverlap (%):\n\n"
+            f.write(f"{about}\n\nAnchors (2-rank allreduce):\n\n{md_table(*anchor_table(anchors))}"
+                    f"\n\n{md_table(*bandwidth_table(bw_rows))}\n\nOverlap (%):\n\n"
                     f"{md_table(*overlap_table(ov_rows))}\n\nLoopback limits: "
                     f"{'; '.join(limits)}.\n")
     with open(os.path.join(out_dir, "compare.json"), "w") as f:
-        json.dump({"facts": facts, "bandwidth": bw, "overlap": ov, "records": records}, f,
-                  indent=1)
+        json.dump({"facts": facts, "anchors": anchors, "bandwidth": bw, "overlap": ov,
+                   "records": records}, f, indent=1)
         f.write("\n")
     try:
         plot(bw, records, os.path.join(out_dir, "compare.png"))
