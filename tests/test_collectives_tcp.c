@@ -27,7 +27,8 @@
 
 /* Large enough for the ring's chunks and pipeline: 300000 float32
  * elements in the whole vector; on up to 4 ranks also 2000003, enough to
- * go round the ring's and the chain's windows of chunks many times. */
+ * go round the ring's and the chain's windows of chunks many times (and,
+ * on 2 ranks, blocks large enough for the ring's pacing). */
 static void run_big_cases(tide_comm *comm, unsigned *salt)
 {
     int n = tide_comm_size(comm);
@@ -52,9 +53,10 @@ static void run_big_cases(tide_comm *comm, unsigned *salt)
         ++*salt;
         coll_run_case(comm, &k);
     }
-    static const enum coll huge[] = {C_ALLREDUCE, C_REDUCE_SCATTER, C_BROADCAST};
+    static const enum coll huge[] = {C_ALLREDUCE, C_REDUCE_SCATTER, C_BROADCAST, C_ALLGATHER};
     for (size_t i = 0; n <= 4 && i < sizeof huge / sizeof huge[0]; i++) {
-        size_t count = huge[i] == C_REDUCE_SCATTER ? 2000003 / (size_t)n : 2000003;
+        bool per_rank = huge[i] == C_REDUCE_SCATTER || huge[i] == C_ALLGATHER;
+        size_t count = per_rank ? 2000003 / (size_t)n : 2000003;
         struct ccase k = {huge[i], TIDE_FLOAT32, TIDE_SUM, count, n - 1,
                           (enum layout_kind)(i % L_COUNT), false, *salt};
         ++*salt;
