@@ -15,7 +15,7 @@
 # same method for MPI_Iallreduce and Gloo's async all_reduce); and the raw
 # loopback limits (tools/loopback_limits.c).  Then tools/compare_report.py
 # prints the side-by-side tables and writes DIR/compare.json, table.md and
-# compare.png (DIR defaults to BUILD/compare, BUILD to build).  About 10
+# compare.png (DIR defaults to BUILD/compare, BUILD to build).  About 11
 # minutes on 2 cores; --quick runs a few sizes only, to check the pipeline.
 #
 # Installs what is missing with apt-get when run as root (Open MPI,
