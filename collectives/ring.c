@@ -33,13 +33,12 @@
  * 16 MiB allreduce), reordering and retransmissions, and megabytes of
  * queued segments between the caches.  So on two ranks a unit goes out
  * only once the unit WINDOW before it has arrived: at most WINDOW chunks
- * queue each way.  Interleaved rounds, 2026-11-21: allreduce 8 MiB
- * 2626 -> 2344 us, 16 MiB 6760 -> 5311, 32 MiB 14.4 -> 10.1 ms; all-gather
- * and reduce-scatter 32 MiB 8460 -> 7374 and 7406 -> 5872.  Blocks of a
- * few chunks fit the socket buffers whole and stay unpaced (2 MiB: 400
- * against 446 us paced).  Rings of 3 or more, where each connection
- * carries one direction, gained nothing (4 ranks on 2 cores: within
- * noise, if anything slower).
+ * queue each way.  2-rank allreduce 16 MiB 10.0 -> 5.8 ms, 64 MiB 36.5 ->
+ * 24.7 ms (docs/algorithms.md has the series).  Blocks of a few chunks
+ * fit the socket buffers whole and stay unpaced (2 MiB measured slower
+ * paced).  Rings of 3 or more, where each connection carries one
+ * direction, gained nothing (4 ranks on 2 cores: within noise, if
+ * anything slower).
  *
  *   n = 3, rank 0 (blocks A B C; rank 0 owns A at the end of step 1):
  *     step 0: send C (input)        recv B, B += input B
