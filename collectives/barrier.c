@@ -56,19 +56,31 @@ static void barrier_step(tide_req *req, tide__msg *m)
 
 static const struct tide__op_vtbl barrier_vtbl = {"barrier", barrier_start, barrier_step, NULL};
 
+const struct tide__algo tide__algo_dissemination_barrier = {"dissemination",
+                                                            sizeof(struct barrier_op),
+                                                            &barrier_vtbl, NULL};
+
 int tide_ibarrier(tide_comm *comm, tide_req **out)
 {
     if (out)
         *out = NULL;
     if (!comm || !out)
         return TIDE_EINVAL;
-    tide_req *req = tide__req_new(comm, &barrier_vtbl, sizeof(struct barrier_op));
+    /* One algorithm, but a misspelt TIDE_ALGO_BARRIER is refused like
+     * any other collective's. */
+    char why[200];
+    const struct tide__algo *algo = tide__select(TIDE_KIND_BARRIER, comm->size, 0, why, sizeof why);
+    if (!algo) {
+        tide__log(TIDE_LOG_WARN, comm->rank, "tide_ibarrier: %s", why);
+        return TIDE_EINVAL;
+    }
+    tide_req *req = tide__req_new(comm, algo->vt, algo->op_size);
     if (!req)
         return TIDE_ENOMEM;
     req->seq = atomic_fetch_add(&comm->next_seq, 1);
     req->sig.kind = TIDE_KIND_BARRIER;
     req->sig.root = -1;
-    req->algorithm = "dissemination";
+    req->algorithm = algo->name;
     *out = req;
     return tide__req_submit(req, 0);
 }

@@ -195,6 +195,7 @@ extern const struct tide__algo tide__algo_binomial_reduce;
 extern const struct tide__algo tide__algo_binomial_gather;
 extern const struct tide__algo tide__algo_binomial_scatter;
 extern const struct tide__algo tide__algo_pairwise_alltoall;
+extern const struct tide__algo tide__algo_dissemination_barrier;
 extern const struct tide__algo tide__algo_local; /* a group of one */
 
 #endif

@@ -49,6 +49,8 @@ static const struct family families[] = {
     {TIDE_KIND_SCATTER, "TIDE_ALGO_SCATTER", {{"binomial", &tide__algo_binomial_scatter, false}}},
     {TIDE_KIND_ALLTOALL, "TIDE_ALGO_ALLTOALL",
      {{"pairwise", &tide__algo_pairwise_alltoall, false}}},
+    {TIDE_KIND_BARRIER, "TIDE_ALGO_BARRIER",
+     {{"dissemination", &tide__algo_dissemination_barrier, false}}},
 };
 
 /* A ring pays a round per rank (two for an all-reduce) where the
@@ -103,6 +105,8 @@ static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes)
         return &tide__algo_binomial_gather;
     case TIDE_KIND_SCATTER:
         return &tide__algo_binomial_scatter;
+    case TIDE_KIND_BARRIER:
+        return &tide__algo_dissemination_barrier;
     default:
         return &tide__algo_pairwise_alltoall;
     }
@@ -138,6 +142,7 @@ static const struct tide__algo *const all_algos[] = {
     &tide__algo_rh_reduce_scatter, &tide__algo_rd_allgather,    &tide__algo_bruck_allgather,
     &tide__algo_binomial_bcast,  &tide__algo_chain_bcast,       &tide__algo_binomial_reduce,
     &tide__algo_binomial_gather, &tide__algo_binomial_scatter,  &tide__algo_pairwise_alltoall,
+    &tide__algo_dissemination_barrier,
 };
 
 uint8_t tide__algo_id(const struct tide__algo *algo)

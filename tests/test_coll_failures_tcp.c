@@ -137,6 +137,33 @@ static void mismatched_large_ring(void **state)
     unsetenv("TIDE_ALGO_ALLREDUCE");
 }
 
+/* The barrier has one algorithm, but a misspelt TIDE_ALGO_BARRIER is
+ * refused at the call like any other collective's, and nothing is sent:
+ * the barrier after it, with the name fixed, pairs up as the first. */
+static void barrier_bad_name(tide_comm *comm, void *arg)
+{
+    (void)arg;
+    static char junk;
+    tide_req *req = (tide_req *)&junk; /* not NULL: the call must clear it */
+    int rc = tide_ibarrier(comm, &req);
+    EXPECT(rc == TIDE_EINVAL && req == NULL, "a misspelt barrier gave %s", tide_err_name(rc));
+    EXPECT(tide_barrier(comm) == TIDE_EINVAL, "the blocking form too");
+    setenv("TIDE_ALGO_BARRIER", "dissemination", 1);
+    EXPECT_OK(tide_ibarrier(comm, &req));
+    EXPECT_OK(tide_wait(req, 10000));
+    EXPECT(strcmp(tide_req_algorithm(req), "dissemination") == 0, "ran %s",
+           tide_req_algorithm(req));
+    tide_req_free(req);
+    still_works(comm);
+}
+
+static void barrier_algorithm_name(void **state)
+{
+    setenv("TIDE_ALGO_BARRIER", "disemination", 1);
+    assert_int_equal(harness_run(3, NULL, barrier_bad_name, NULL), 0);
+    unsetenv("TIDE_ALGO_BARRIER");
+}
+
 /* Ranks configured with different algorithms would pair frames of
  * different patterns: it is a mismatch, named as such. */
 static void algo_differs(tide_comm *comm, void *arg)
@@ -200,6 +227,7 @@ int main(void)
         cmocka_unit_test(mismatched_count), cmocka_unit_test(mismatched_dtype),
         cmocka_unit_test(mismatched_op),    cmocka_unit_test(mismatched_kind),
         cmocka_unit_test(mismatched_root),  cmocka_unit_test(mismatched_large_ring),
+        cmocka_unit_test(barrier_algorithm_name),
         cmocka_unit_test(mismatched_algorithm), cmocka_unit_test(deadline_everywhere),
     };
     return cmocka_run_group_tests_name("collective failures over tcp", tests, setup, NULL);
