@@ -77,7 +77,7 @@ int tide_ibarrier(tide_comm *comm, tide_req **out)
     tide_req *req = tide__req_new(comm, algo->vt, algo->op_size);
     if (!req)
         return TIDE_ENOMEM;
-    req->seq = atomic_fetch_add(&comm->next_seq, 1);
+    tide__coll_number(req);
     req->sig.kind = TIDE_KIND_BARRIER;
     req->sig.root = -1;
     req->algorithm = algo->name;

@@ -124,7 +124,7 @@ static int launch(struct call *k, tide_req **out)
     struct tide__coll *c = (struct tide__coll *)req;
     req->opname = k->name;
     req->algorithm = algo->name;
-    req->seq = atomic_fetch_add(&comm->next_seq, 1);
+    tide__coll_number(req);
     bool rooted = k->kind == TIDE_KIND_BROADCAST || k->kind == TIDE_KIND_REDUCE ||
                   k->kind == TIDE_KIND_GATHER || k->kind == TIDE_KIND_SCATTER;
     req->sig.kind = k->kind;

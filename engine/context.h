@@ -86,6 +86,7 @@ struct tide_req {
     uint64_t seq;              /* collective sequence (0 for p2p) */
     struct tide__frame sig;    /* collectives: kind, dtype, redop, root, count */
     bool told_by_peer;         /* failed by a peer's poison: do not echo it */
+    int late_err;              /* reports comm's late failure instead of running */
     int status;                /* final result, valid once DONE */
     int failing;               /* first error, while messages drain */
     bool finished;             /* reactor: completed, callback ran */
@@ -118,6 +119,14 @@ struct tide_comm {
     int ngroups;
     uint64_t *failed;          /* reactor: sequences of collectives that failed here */
     size_t nfailed, failed_cap;
+    /* Reactor: the last collectives that succeeded here, by seq modulo
+     * the size, so that news of one can say what this rank called. */
+    struct tide__frame recent[16];
+    /* A failure learned after its collective succeeded here, for the
+     * next collective call to report (async_error.c). */
+    _Atomic int late_err;
+    uint64_t late_seq;         /* reactor: the last collective recorded late */
+    char late_text[232];
     tide_comm *next;           /* in the context's list of comms */
 };
 
@@ -268,11 +277,27 @@ bool tide__check_notes(tide_req *req);
  * remember it, and tell the other ranks of its comm unless told_by_peer
  * (they heard from the rank that failed first) or ctx is broken. */
 void tide__collective_failed(tide_req *req, int err, const char *detail);
+/* req (a collective) succeeded here: remember what it was. */
+void tide__collective_succeeded(tide_req *req);
 /* An engine-owned control message completed: free it. */
 void tide__ctl_msg_done(tide__msg *m);
 void tide__notes_free(struct tide__ctx *ctx);
 /* Handle what the transport reported (early frames, poison). */
 int tide__inbox_process(struct tide__ctx *ctx);
+
+/* ---- async_error.c: failures learned after the fact ---- */
+
+/* Reactor: collective seq of comm succeeded here, but a peer's account
+ * (printf-style) says it failed; the next collective call reports it. */
+void tide__async_error_record(tide_comm *comm, uint64_t seq, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Caller's thread, for a new collective request: give it the next
+ * sequence number of its comm -- or, when a late failure waits, make
+ * it report that instead (seq 0: it sends nothing, uses no number). */
+void tide__coll_number(tide_req *req);
+/* Reactor, as req starts: if it carries a late failure, fail it with
+ * that and return true. */
+bool tide__async_error_report(tide_req *req);
 
 /* ---- scratch.c: reactor-owned temporary buffers ---- */
 

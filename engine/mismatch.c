@@ -11,6 +11,9 @@
  *     compared when it starts; if it already finished, the peer must have
  *     run a different pattern, and it is told so;
  *   - a peer reports it (below).
+ * A rank whose collective already succeeded when the news comes (one
+ * that only sends, like a broadcast's root) is told through its next
+ * collective call instead: see async_error.c.
  * A rank whose collective fails (mismatch, deadline, a lost peer) sends a
  * "poison" frame with its account to every other rank of the
  * communicator, so ranks that wait on it fail at once with the same error
@@ -18,9 +21,7 @@
  * collective that already failed here are its leftovers, not a mismatch:
  * the sender learns the real reason from whoever failed first (the
  * simulated network's fault schedules found the older rule, which
- * answered them with a mismatch, racing that reason to third ranks).  A root whose one-way sends
- * complete before any frame comes back cannot learn of a mismatch: that
- * rank succeeds, the others still fail.
+ * answered them with a mismatch, racing that reason to third ranks).
  *
  * Ranks in messages are world ranks (those of tide_init's communicator).
  *
@@ -150,6 +151,25 @@ void tide__collective_failed(tide_req *req, int err, const char *detail)
         poison_all(req->ctx, comm, req->seq, err, detail);
 }
 
+void tide__collective_succeeded(tide_req *req)
+{
+    tide_comm *comm = req->comm;
+    size_t slots = sizeof comm->recent / sizeof comm->recent[0];
+    comm->recent[req->seq % slots] = req->sig;
+    comm->recent[req->seq % slots].seq = req->seq;
+}
+
+/* "allreduce of 8 float (sum)": what collective seq of comm was here,
+ * when it is recent enough to remember, else "this collective". */
+static void describe_ended(const tide_comm *comm, uint64_t seq, char *buf, size_t len)
+{
+    const struct tide__frame *s = &comm->recent[seq % (sizeof comm->recent / sizeof comm->recent[0])];
+    if (s->seq == seq)
+        tide__describe_signature(s, buf, len);
+    else
+        snprintf(buf, len, "this collective");
+}
+
 /* Did collective seq of comm fail here?  (Recent failures first.) */
 static bool failed_here(const tide_comm *comm, uint64_t seq)
 {
@@ -226,12 +246,16 @@ static void check_unexpected(struct tide__ctx *ctx, int peer, const struct tide_
         /* It succeeded here, so the peer runs another pattern.  Everyone is
          * told, not only the sender: a root waiting for data the sender
          * sent elsewhere would otherwise wait out its deadline. */
-        char theirs[128], text[256];
+        char mine[128], theirs[128], text[300];
+        describe_ended(comm, f->seq, mine, sizeof mine);
         tide__describe_signature(f, theirs, sizeof theirs);
-        snprintf(text, sizeof text,
-                 "it had finished this collective when rank %d sent a frame of %s",
+        snprintf(text, sizeof text, "it had finished %s when rank %d sent a frame of %s", mine,
                  peer, theirs);
         poison_all(ctx, comm, f->seq, TIDE_EMISMATCH, text);
+        tide__async_error_record(comm, f->seq, TIDE_EMISMATCH,
+                                 "collective %llu (%s) had succeeded here when rank %d sent a "
+                                 "frame of %s for it",
+                                 (unsigned long long)f->seq, mine, peer, theirs);
         return;
     }
     struct tide__note n = {f->comm_id, f->seq, peer, 0, *f, ""};
@@ -254,8 +278,17 @@ static void apply_poison(struct tide__ctx *ctx, int peer, const struct tide__fra
         fail_from_peer(req, err, peer, text);
         return;
     }
-    if (ended_here(ctx, f->comm_id, f->seq))
-        return; /* it ended here first; nothing is waiting */
+    tide_comm *comm = ended_here(ctx, f->comm_id, f->seq);
+    if (comm) {
+        /* Nothing waits for it here.  Only a mismatch is news to a rank
+         * where it succeeded: a peer's deadline or loss is the peer's. */
+        if (err == TIDE_EMISMATCH && !failed_here(comm, f->seq))
+            tide__async_error_record(comm, f->seq, err,
+                                     "collective %llu had succeeded here, but rank %d "
+                                     "reported: %s",
+                                     (unsigned long long)f->seq, peer, text);
+        return;
+    }
     struct tide__note note = {f->comm_id, f->seq, peer, err, *f, ""};
     memcpy(note.text, text, n + 1);
     add_note(ctx, &note);

@@ -162,6 +162,8 @@ static void start(tide_req *req)
         tide__req_fail(req, ctx->broken, "cannot start: the communicator is no longer usable");
         return;
     }
+    if (tide__async_error_report(req))
+        return;
     if (tide__timer_arm(ctx->timers, &req->timer, req->deadline_ns) < 0) {
         tide__req_fail(req, TIDE_ENOMEM, "cannot arm its deadline");
         return;
@@ -271,6 +273,8 @@ void tide__req_succeed(tide_req *req)
         tide__req_fail(req, TIDE_EPROTO, "internal error: finished with messages posted");
         return;
     }
+    if (req->seq)
+        tide__collective_succeeded(req);
     finish(req, 0);
 }
 

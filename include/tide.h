@@ -164,6 +164,19 @@ TIDE_API int tide_comm_size(const tide_comm *comm);
 TIDE_API int tide_comm_abort(tide_comm *comm);
 
 /*
+ * A failure this rank learned of after the collective it concerns had
+ * already succeeded here (see "Rules shared by every collective": a rank
+ * that only sends can finish before its peers find the calls
+ * mismatched), like NCCL's ncclCommGetAsyncError.  Returns 0 when there
+ * is none, else its error (TIDE_EMISMATCH), and sets *message (when not
+ * NULL) to an account valid until the next collective call on comm,
+ * which reports the failure and clears it.  Makes one nonblocking pass
+ * of progress first, so polling it works in inline mode too.
+ * TIDE_EINVAL when comm is NULL.
+ */
+TIDE_API int tide_comm_async_error(tide_comm *comm, const char **message);
+
+/*
  * Close the communicator: fail what is still pending with TIDE_EABORTED,
  * stop the reactor, close every connection and free everything except
  * requests the caller still holds (tide_req_free them before or after).
@@ -297,7 +310,13 @@ TIDE_API const char *tide_op_name(tide_op op);
  *   - Every rank of comm calls comm's collectives in the same order, with
  *     matching kind, count, dtype, op and root (as in MPI).  Ranks that do
  *     not get TIDE_EMISMATCH on every rank, with a message saying what
- *     differed, instead of a hang or a corrupt buffer.
+ *     differed, instead of a hang or a corrupt buffer.  A rank that only
+ *     sends in the collective (a broadcast's or scatter's root, a leaf of
+ *     a reduce or gather) may have finished it successfully before the
+ *     news comes back; it gets TIDE_EMISMATCH from the next collective
+ *     it starts on comm (that request reports it, sends nothing and
+ *     counts for nothing: call again), and tide_comm_async_error shows
+ *     it before then.
  *   - The nonblocking form returns at once with *req; the buffers must
  *     stay valid (and a send buffer unchanged) until it completes.  The
  *     blocking form has the same name without the "i" and waits up to the

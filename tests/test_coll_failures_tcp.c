@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -35,8 +36,62 @@ static void still_works(tide_comm *comm)
 }
 
 /* The rank that differs is the last one; everyone must see a mismatch,
- * and the message must name what differed. */
-enum diff { DIFF_COUNT, DIFF_DTYPE, DIFF_OP, DIFF_KIND, DIFF_ROOT };
+ * and the message must name what differed: the other side's call, which
+ * this rank did not make.  DIFF_ROOTS: every rank broadcasts from its own
+ * rank, so every rank only sends and none can fail the call itself. */
+enum diff { DIFF_COUNT, DIFF_DTYPE, DIFF_OP, DIFF_KIND, DIFF_ROOT, DIFF_ROOTS };
+
+/* What rank r's message must name: what the others called. */
+static bool names_the_other_call(enum diff d, int r, int n, const char *msg)
+{
+    bool odd = r == n - 1;
+    char root[32];
+    switch (d) {
+    case DIFF_COUNT:
+        return strstr(msg, odd ? "of 4096" : "of 1000") != NULL;
+    case DIFF_DTYPE:
+        return strstr(msg, odd ? "float" : "int32") != NULL;
+    case DIFF_OP:
+        return strstr(msg, odd ? "(sum)" : "(max)") != NULL;
+    case DIFF_KIND:
+        return strstr(msg, odd ? "allreduce" : "allgather") != NULL;
+    case DIFF_ROOT:
+        return strstr(msg, odd ? "root 0" : "root 1") != NULL;
+    case DIFF_ROOTS:
+        break;
+    }
+    /* Any root but this rank's own. */
+    for (int k = 0; k < n; k++) {
+        snprintf(root, sizeof root, "from root %d", k);
+        if (k != r && strstr(msg, root))
+            return true;
+    }
+    return false;
+}
+
+/* A rank whose part of the collective was sending only may succeed, and
+ * then learns of the mismatch later: tide_comm_async_error shows it, and
+ * the next collective call reports it (without running) and clears it. */
+static void expect_late_report(tide_comm *comm, enum diff d)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    const char *msg = "";
+    int err = 0;
+    double t0 = now_s();
+    while (!(err = tide_comm_async_error(comm, &msg)) && now_s() - t0 < 5.0)
+        ;
+    EXPECT(err == TIDE_EMISMATCH, "no late report within 5 s (got %s)", tide_err_name(err));
+    EXPECT(names_the_other_call(d, r, n, msg), "the late report does not say what differed: %s",
+           msg);
+    tide_req *req = NULL;
+    EXPECT_OK(tide_ibarrier(comm, &req));
+    int rc = tide_wait(req, 5000);
+    EXPECT(rc == TIDE_EMISMATCH, "the next call gave %s, not the late report", tide_err_name(rc));
+    EXPECT(strstr(tide_req_message(req), "had succeeded here"), "its message: %s",
+           tide_req_message(req));
+    tide_req_free(req);
+    EXPECT(tide_comm_async_error(comm, NULL) == 0, "the report was not cleared");
+}
 
 static void mismatch_body(tide_comm *comm, void *arg)
 {
@@ -66,29 +121,28 @@ static void mismatch_body(tide_comm *comm, void *arg)
     case DIFF_ROOT:
         EXPECT_OK(tide_ireduce(comm, buf, out, 256, TIDE_FLOAT32, TIDE_SUM, odd ? 1 : 0, &req));
         break;
+    case DIFF_ROOTS:
+        EXPECT_OK(tide_ibroadcast(comm, buf, 64, TIDE_FLOAT32, r, &req));
+        break;
     }
     int rc = tide_wait(req, 10000);
     double took = now_s() - t0;
     const char *msg = tide_req_message(req);
-    if (d == DIFF_ROOT && r != 0) {
+    bool sends_only = (d == DIFF_ROOT && r != 0) || d == DIFF_ROOTS;
+    if (sends_only) {
         /* A leaf's one-way send may complete before anything comes back,
          * so it may succeed; the root, which waits for data, must not. */
-        EXPECT(rc == 0 || rc == TIDE_EMISMATCH, "leaf got %s: %s", tide_err_name(rc), msg);
+        EXPECT(rc == 0 || rc == TIDE_EMISMATCH, "a sender got %s: %s", tide_err_name(rc), msg);
     } else {
         EXPECT(rc == TIDE_EMISMATCH, "got %s: %s", tide_err_name(rc), msg);
     }
     EXPECT(took < 5.0, "the mismatch took %.2f s to surface (deadline is 20 s)", took);
-    if (rc == TIDE_EMISMATCH) {
-        const char *want[] = {"of 1000", "int32", "(max)", "allgather", "root 1"};
-        bool says = strstr(msg, want[d]) != NULL ||
-                    (d == DIFF_COUNT && strstr(msg, "of 4096")) ||
-                    (d == DIFF_DTYPE && strstr(msg, "float")) ||
-                    (d == DIFF_OP && strstr(msg, "(sum)")) ||
-                    (d == DIFF_KIND && strstr(msg, "allreduce")) ||
-                    (d == DIFF_ROOT && strstr(msg, "root 0"));
-        EXPECT(says, "the message does not say what differed: %s", msg);
-    }
+    if (rc == TIDE_EMISMATCH)
+        EXPECT(names_the_other_call(d, r, n, msg), "the message does not say what differed: %s",
+               msg);
     tide_req_free(req);
+    if (rc == 0)
+        expect_late_report(comm, d);
     still_works(comm);
 }
 
@@ -114,6 +168,14 @@ static void mismatched_kind(void **state)
     run_mismatch(3, DIFF_KIND, TIDE_PROGRESS_INLINE);
 }
 static void mismatched_root(void **state) { run_mismatch(3, DIFF_ROOT, TIDE_PROGRESS_THREAD); }
+
+/* Every rank a broadcast's root: no rank receives, so every rank learns
+ * of it late (before async errors, all of them succeeded silently). */
+static void mismatched_roots_all_send(void **state)
+{
+    run_mismatch(2, DIFF_ROOTS, TIDE_PROGRESS_INLINE);
+    run_mismatch(4, DIFF_ROOTS, TIDE_PROGRESS_THREAD);
+}
 
 /* A large allreduce whose counts differ: the ring's chunks must never be
  * written past the smaller rank's buffer (ASan watches). */
@@ -226,8 +288,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(mismatched_count), cmocka_unit_test(mismatched_dtype),
         cmocka_unit_test(mismatched_op),    cmocka_unit_test(mismatched_kind),
-        cmocka_unit_test(mismatched_root),  cmocka_unit_test(mismatched_large_ring),
-        cmocka_unit_test(barrier_algorithm_name),
+        cmocka_unit_test(mismatched_root),  cmocka_unit_test(mismatched_roots_all_send),
+        cmocka_unit_test(mismatched_large_ring), cmocka_unit_test(barrier_algorithm_name),
         cmocka_unit_test(mismatched_algorithm), cmocka_unit_test(deadline_everywhere),
     };
     return cmocka_run_group_tests_name("collective failures over tcp", tests, setup, NULL);
