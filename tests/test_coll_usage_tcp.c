@@ -1,10 +1,10 @@
 /* test_coll_usage_tcp.c - the collectives used the way a program uses
  * them, over real loopback TCP rank processes, through the public API
  * only: thousands of requests of every collective in flight waited out
- * of order, large ones interleaved on the same links, subgroups (split,
- * create_group, free with a request pending) beside their parent, and
- * bad arguments rejected at the call with nothing sent.  Each runs in
- * both progress modes.
+ * of order, on one communicator and across three, large ones interleaved
+ * on the same links, subgroups (split, create_group, free
+ * with a request pending) beside their parent, and bad arguments rejected
+ * at the call with nothing sent.  Each runs in both progress modes.
  *
  * Results are checked against the references of tests/coll_check.c; the
  * collective x algorithm x dtype matrix is test_collectives_tcp.c's. */
@@ -301,6 +301,50 @@ static void in_flight_body(tide_comm *comm, void *arg)
     coll_end_of_body();
 }
 
+/* The world, the world in reverse (a split) and a group without rank 0
+ * (all ranks on two), with PER collectives of every kind posted on each.
+ * Each rank posts each communicator's collectives in the same order but
+ * interleaves the communicators in an order of its own, so frames of
+ * three communicators share the links in a different order on every
+ * rank; then it waits all of them in a random order. */
+static void comms_in_flight_body(tide_comm *comm, void *arg)
+{
+    enum { NC = 3, PER = 1000 };
+    static const char *const names[NC] = {"world", "reversed world", "group without 0"};
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm), members[MAXN], m = 0;
+    tide_comm *c[NC] = {comm, NULL, NULL};
+    EXPECT_OK(tide_comm_split(comm, 0, -r, &c[1]));
+    EXPECT(c[1] && tide_comm_rank(c[1]) == n - 1 - r, "the reversed world");
+    for (int p = n > 2 ? 1 : 0; p < n; p++)
+        members[m++] = p;
+    if (r >= members[0])
+        EXPECT_OK(tide_comm_create_group(comm, members, m, &c[2]));
+    struct slot *s = calloc(NC * PER, sizeof *s);
+    int *order = malloc(NC * PER * sizeof *order), next[NC] = {0}, posted = 0;
+    EXPECT(s && order, "calloc");
+    uint64_t rng = 0x9e3779b9u + (uint64_t)r * 104729u;
+    for (int x = 0; x < NC; x++)
+        next[x] = c[x] ? 0 : PER; /* nothing to post on a group we are not in */
+    while (next[0] < PER || next[1] < PER || next[2] < PER) {
+        int x = (int)(coll_next_rand(&rng) % NC);
+        if (next[x] == PER)
+            continue;
+        int i = next[x]++;
+        post_slot(c[x], names[x], &s[x * PER + i], i, (i + x) % KINDS);
+        order[posted++] = x * PER + i;
+    }
+    shuffle(order, posted, &rng);
+    for (int i = 0; i < posted; i++)
+        wait_slot(&s[order[i]]);
+    free(s);
+    free(order);
+    EXPECT_OK(tide_comm_free(c[1]));
+    if (c[2])
+        EXPECT_OK(tide_comm_free(c[2]));
+    EXPECT_OK(tide_barrier(comm));
+    coll_end_of_body();
+}
+
 /* ---- subgroups ---- */
 
 static int32_t sum_allreduce(tide_comm *comm, int32_t v)
@@ -556,6 +600,9 @@ static void many_in_flight(void **state)
     for (int n = 2; n <= 4; n++) {
         failed += coll_run("2000 in flight", n, TIDE_PROGRESS_THREAD, 3, in_flight_body, NULL);
         failed += coll_run("2000 in flight", n, TIDE_PROGRESS_INLINE, 3, in_flight_body, NULL);
+        failed += coll_run("in flight on three communicators", n,
+                           n == 3 ? TIDE_PROGRESS_INLINE : TIDE_PROGRESS_THREAD, 3,
+                           comms_in_flight_body, NULL);
     }
     if (failed)
         fail_msg("%d runs failed", failed);
