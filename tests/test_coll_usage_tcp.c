@@ -2,7 +2,7 @@
  * them, over real loopback TCP rank processes, through the public API
  * only: thousands of requests of every collective in flight waited out
  * of order, on one communicator and across three, large ones interleaved
- * on the same links, subgroups (split, create_group, free
+ * on the same links, subgroups (split, ties in its key, create_group, free
  * with a request pending) beside their parent, and bad arguments rejected
  * at the call with nothing sent.  Each runs in both progress modes.
  *
@@ -433,6 +433,80 @@ static void create_group_cases(tide_comm *comm)
     CHECK(rc == TIDE_EINVAL && !g, "create_group with rank -1 returned %s", tide_err_name(rc));
 }
 
+/* ---- split with equal keys ---- */
+
+/* The new rank MPI_Comm_split gives parent rank me: among the ranks of
+ * its color, those with a lower key, or an equal key and a lower parent
+ * rank, come first.  Written out here rather than sorted, to be a
+ * reference independent of the library's qsort. */
+static int split_rank_ref(const int *color, const int *key, int n, int me)
+{
+    int rank = 0;
+    for (int p = 0; p < n; p++)
+        rank += p != me && color[p] == color[me] &&
+                (key[p] < key[me] || (key[p] == key[me] && p < me));
+    return rank;
+}
+
+/* Split comm with color[p] and key[p] for its rank p; CHECK this rank's
+ * place and that an allgather of parent ranks on the new communicator
+ * lists them in MPI's order. */
+static void split_and_check(tide_comm *comm, const int *color, const int *key, const char *what)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm), size = 0;
+    int32_t want[MAXN], got[MAXN], mine = r;
+    tide_comm *sub = comm; /* must become NULL or a new communicator */
+    EXPECT_OK(tide_comm_split(comm, color[r], key[r], &sub));
+    if (color[r] == TIDE_UNDEFINED) {
+        CHECK(sub == NULL, "split %s: TIDE_UNDEFINED gave a communicator", what);
+        return;
+    }
+    EXPECT(sub && sub != comm, "split %s gave no communicator", what);
+    for (int p = 0; p < n; p++)
+        if (color[p] == color[r]) {
+            want[split_rank_ref(color, key, n, p)] = p;
+            size++;
+        }
+    int rank = split_rank_ref(color, key, n, r);
+    CHECK(tide_comm_size(sub) == size && tide_comm_rank(sub) == rank,
+          "split %s: rank %d of %d, want %d of %d", what, tide_comm_rank(sub), tide_comm_size(sub),
+          rank, size);
+    EXPECT(tide_comm_size(sub) <= n, "split %s: a group larger than its parent", what);
+    EXPECT_OK(tide_allgather(sub, &mine, got, 1, TIDE_INT32));
+    for (int q = 0; q < size; q++)
+        CHECK(got[q] == want[q], "split %s: new rank %d is parent rank %d, want %d", what, q,
+              got[q], want[q]);
+    EXPECT_OK(tide_comm_free(sub));
+}
+
+/* Ties in key go by rank in the parent: all keys equal, pairs of equal
+ * keys in descending order, equal keys within colors, equal keys beside
+ * a rank that joins none, and equal keys in a parent whose order is not
+ * the world's (the reversed world: ties then go against world order). */
+static void split_ties(tide_comm *comm)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm), color[MAXN] = {0}, key[MAXN] = {0};
+    for (int p = 0; p < n; p++)
+        color[p] = 0, key[p] = 4;
+    split_and_check(comm, color, key, "all keys equal");
+    for (int p = 0; p < n; p++)
+        key[p] = (n - 1 - p) / 2;
+    split_and_check(comm, color, key, "pairs of equal keys, descending");
+    for (int p = 0; p < n; p++)
+        color[p] = p % 2, key[p] = 5;
+    split_and_check(comm, color, key, "equal keys within two colors");
+    for (int p = 0; p < n; p++)
+        color[p] = p == n / 2 ? TIDE_UNDEFINED : 3, key[p] = -(p % 2);
+    split_and_check(comm, color, key, "odd ranks first, one rank undefined");
+    tide_comm *rev = NULL;
+    EXPECT_OK(tide_comm_split(comm, 1, n - r, &rev));
+    EXPECT(rev && tide_comm_rank(rev) == n - 1 - r, "the reversed world");
+    for (int p = 0; p < n; p++)
+        color[p] = 0, key[p] = p % 3 == 2;
+    split_and_check(rev, color, key, "of the reversed world, keys 0 0 1 0 0 1 ...");
+    EXPECT_OK(tide_comm_free(rev));
+}
+
 static void subgroup_body(tide_comm *comm, void *arg)
 {
     int r = tide_comm_rank(comm), n = tide_comm_size(comm);
@@ -459,6 +533,7 @@ static void subgroup_body(tide_comm *comm, void *arg)
         EXPECT_OK(tide_comm_free(rest));
     }
     create_group_cases(comm);
+    split_ties(comm);
     /* freed with a request pending: it still completes */
     size_t count = 100000;
     int32_t *in = malloc(count * 4), *out = malloc(count * 4);
