@@ -605,6 +605,47 @@ static void bad_buffers_and_dtypes(tide_comm *comm, const size_t *counts)
     BAD(tide_iallreduce(comm, a, b, 4, (tide_dtype)-1, sum, &q));
 }
 
+/* NULL where a buffer must be given, on one rank alone (the root, where
+ * only the root's buffer is read), each followed by the same collective
+ * with good buffers on every rank, checked against coll_check.c's
+ * reference.  A rejected call that still sent a frame or took a sequence
+ * number would leave that rank out of step and fail the follow-up. */
+static void null_buffers_alone(tide_comm *comm)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm), last = n - 1;
+    int32_t a[64] = {0};
+    size_t ones[MAXN];
+    const tide_dtype i32 = TIDE_INT32;
+    tide_req *q;
+    EXPECT(4 * n <= 64, "a holds 4 elements per rank");
+    for (int p = 0; p < n; p++)
+        ones[p] = 1;
+    struct ccase k = {C_GATHER, i32, TIDE_SUM, 4, last, L_SEPARATE, false, 41};
+    if (r == last)
+        BAD(tide_igather(comm, a, NULL, 4, i32, last, &q));
+    coll_run_case(comm, &k);
+    k.coll = C_SCATTER;
+    if (r == last)
+        BAD(tide_iscatter(comm, NULL, a, 4, i32, last, &q));
+    coll_run_case(comm, &k);
+    k.coll = C_REDUCE_SCATTER;
+    if (r == last)
+        BAD(tide_ireduce_scatter(comm, a, NULL, 4, i32, TIDE_SUM, &q));
+    coll_run_case(comm, &k);
+    k.coll = C_ALLGATHERV;
+    if (r == last)
+        BAD(tide_iallgatherv(comm, a, NULL, ones, i32, &q));
+    coll_run_case(comm, &k);
+    k.coll = C_REDUCE_SCATTERV;
+    if (r == last)
+        BAD(tide_ireduce_scatterv(comm, NULL, a, ones, i32, TIDE_SUM, &q));
+    coll_run_case(comm, &k);
+    k.coll = C_ALLTOALL;
+    if (r == last)
+        BAD(tide_ialltoall(comm, a, NULL, 4, i32, &q));
+    coll_run_case(comm, &k);
+}
+
 static void bad_arguments_body(tide_comm *comm, void *arg)
 {
     int r = tide_comm_rank(comm), n = tide_comm_size(comm);
@@ -616,6 +657,7 @@ static void bad_arguments_body(tide_comm *comm, void *arg)
     for (int p = 0; p < n; p++)
         counts[p] = 1;
     bad_buffers_and_dtypes(comm, counts);
+    null_buffers_alone(comm);
     /* unknown op */
     BAD(tide_iallreduce(comm, a, b, 4, i32, op, &q));
     BAD(tide_iallreduce(comm, a, b, 4, i32, (tide_op)-1, &q));
