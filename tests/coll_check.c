@@ -191,18 +191,33 @@ static uint64_t avg_bits(tide_dtype d, int64_t sum, int n)
     }
 }
 
+/* A hash of three numbers, for inputs and byte patterns. */
+static uint32_t mix(unsigned a, size_t b, unsigned c)
+{
+    uint32_t h = a * 0x9e3779b1u ^ (uint32_t)b * 0x85ebca77u ^ c * 0xc2b2ae3du;
+    h ^= h >> 15;
+    h *= 0x2c1b3c6du;
+    return h ^ h >> 13;
+}
+
 /* Rank r's input at element i of a reducing case: in [-3, 3] ([0, 6]
- * unsigned); for PROD in {-2..2} so any partial product is a power of two
- * at most 2^8 (exact in bfloat16); wrap cases in [90, 127]. */
+ * unsigned); for PROD in {-2..2} on ranks below 8 and +-1 from 8 on, so
+ * that in a group of any size (the simulator's reach 64) any partial
+ * product is a power of two at most 2^8, exact in bfloat16 and finite in
+ * float16; wrap cases in [90, 127].  Hashed, not linear in r and i:
+ * r * 5 + i * 3 modulo 7 gave the 7 ranks of a 7-rank group a
+ * permutation of 0..6 at every element, so every SUM, AVG, MIN and MAX
+ * came out the same at every element, and the inputs repeated every 7
+ * elements: results at the wrong element could not show. */
 static int64_t input_of(const struct ccase *k, int r, size_t i)
 {
     static const int prod_vals[11] = {1, -1, 2, 1, -2, -1, 1, 2, -1, 1, 0};
-    unsigned h = (unsigned)r * 5u + (unsigned)(i % 1009) * 3u + k->salt;
+    uint32_t h = mix((unsigned)r, i, k->salt);
     bool uns = is_unsigned(k->dtype);
     if (k->wrap)
         return 90 + (int64_t)(h % 38);
     if (k->op == TIDE_PROD) {
-        int v = prod_vals[h % 11];
+        int v = r < 8 ? prod_vals[h % 11] : h & 1 ? -1 : 1;
         return uns && v < 0 ? -v : v;
     }
     return uns ? (int64_t)(h % 7) : (int64_t)(h % 7) - 3;
@@ -286,10 +301,7 @@ static void check_input_kept(const struct ccase *k, int n, int r, const uint8_t 
 
 static uint8_t pat(unsigned who, size_t byte, unsigned salt)
 {
-    uint32_t h = who * 0x9e3779b1u ^ (uint32_t)byte * 0x85ebca77u ^ salt * 0xc2b2ae3du;
-    h ^= h >> 15;
-    h *= 0x2c1b3c6du;
-    return (uint8_t)(h ^ h >> 13);
+    return (uint8_t)mix(who, byte, salt);
 }
 
 void coll_fill_pat(uint8_t *p, size_t bytes, unsigned who, unsigned salt)
