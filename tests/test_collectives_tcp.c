@@ -5,9 +5,8 @@
  * The matrix: collective x algorithm (forced with TIDE_ALGO_<COLL>, set
  * in the parent so the ranks inherit it, and with no override) x dtype x
  * op x count x buffer layout, on 1, 2, 3, 4, 5, 7 and 8 ranks, in both
- * progress modes.  The full dtype x op product runs on 1 to 4 ranks, a
- * rotating fifth of it on 5, 7 and 8 (which oversubscribe a small
- * machine).  Then large vectors, NaN in MIN and MAX, bitwise identity
+ * progress modes; every group size runs the whole dtype x op product at
+ * every count.  Then large vectors, NaN in MIN and MAX, bitwise identity
  * across ranks and runs, and the seed's expectations.
  *
  * Many requests in flight, subgroups and bad arguments are
@@ -227,7 +226,7 @@ static void seed_body(tide_comm *comm, void *arg)
 
 static int run_matrix(int n, tide_progress_mode mode, int set)
 {
-    struct plan pl = {set, n <= 4, true};
+    struct plan pl = {set, true, true};
     return coll_run("the matrix", n, mode, set, matrix_body, &pl);
 }
 
