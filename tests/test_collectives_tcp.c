@@ -114,17 +114,28 @@ static uint64_t fnv1a(const uint8_t *p, size_t len)
     return h;
 }
 
-/* Random values of mixed magnitude, so the order of additions shows in
+/* Random values with full mantissas and exponents spread over 2^-20 ..
+ * 2^21 (float16: 2^-6 .. 2^10, so that sums over 8 ranks stay normal and
+ * finite): almost every sum rounds, so adding in another order changes
  * the low bits. */
 static void fill_random(uint8_t *p, size_t count, tide_dtype d, uint64_t *s)
 {
     size_t es = tide_dtype_size(d);
+    double unit = d == TIDE_FLOAT16 ? 0x1p-6 : 0x1p-20;
+    unsigned span = d == TIDE_FLOAT16 ? 16 : 41;
     for (size_t i = 0; i < count; i++) {
         uint64_t x = coll_next_rand(s);
-        double v = ((double)(x % 2000001) - 1000000.0) / 1e6 * (double)(1 << (x >> 40) % 16);
-        uint64_t b = d == TIDE_BFLOAT16 ? coll_f32_to_bf16((float)v) : coll_float_bits(d, v);
+        unsigned e = (unsigned)(coll_next_rand(s) % span);
+        double v = (1.0 + (double)(x >> 11) * 0x1p-53) * unit * (double)(UINT64_C(1) << e);
+        uint64_t b = coll_float_bits(d, x & 1 ? -v : v);
         memcpy(p + i * es, &b, es);
     }
+}
+
+/* Rank r's random input to case salt: the same in every launch. */
+static uint64_t random_seed(int r, unsigned salt)
+{
+    return 0x9e3779b97f4a7c15u ^ ((uint64_t)r << 32) ^ salt;
 }
 
 static void one_identity_case(tide_comm *comm, tide_dtype d, size_t count, tide_op op,
@@ -135,7 +146,7 @@ static void one_identity_case(tide_comm *comm, tide_dtype d, size_t count, tide_
     size_t bytes = count * tide_dtype_size(d);
     uint8_t *in = malloc(bytes), *a = malloc(bytes), *b = malloc(bytes);
     EXPECT(in && a && b, "malloc");
-    uint64_t s = 0x9e3779b97f4a7c15u ^ ((uint64_t)r << 32) ^ salt, hashes[MAXN], h;
+    uint64_t s = random_seed(r, salt), hashes[MAXN], h;
     fill_random(in, count, d, &s);
     tide_req *req;
     coll_posted(&k, n, tide_iallreduce(comm, in, a, count, d, op, &req));
@@ -156,10 +167,10 @@ static void one_identity_case(tide_comm *comm, tide_dtype d, size_t count, tide_
 
 static void bitwise_identity(tide_comm *comm)
 {
-    static const tide_dtype types[] = {TIDE_FLOAT32, TIDE_FLOAT64, TIDE_BFLOAT16};
+    static const tide_dtype types[] = {TIDE_FLOAT32, TIDE_FLOAT64, TIDE_BFLOAT16, TIDE_FLOAT16};
     static const size_t counts[] = {7, 1000, 70001};
     unsigned salt = 0;
-    for (size_t t = 0; t < 3; t++)
+    for (size_t t = 0; t < 4; t++)
         for (size_t c = 0; c < 3; c++) {
             one_identity_case(comm, types[t], counts[c], TIDE_SUM, salt++);
             one_identity_case(comm, types[t], counts[c], TIDE_AVG, salt++);
