@@ -163,7 +163,8 @@ void tide__collective_succeeded(tide_req *req)
  * when it is recent enough to remember, else "this collective". */
 static void describe_ended(const tide_comm *comm, uint64_t seq, char *buf, size_t len)
 {
-    const struct tide__frame *s = &comm->recent[seq % (sizeof comm->recent / sizeof comm->recent[0])];
+    size_t slots = sizeof comm->recent / sizeof comm->recent[0];
+    const struct tide__frame *s = &comm->recent[seq % slots];
     if (s->seq == seq)
         tide__describe_signature(s, buf, len);
     else
