@@ -151,20 +151,24 @@ void tide__collective_failed(tide_req *req, int err, const char *detail)
         poison_all(req->ctx, comm, req->seq, err, detail);
 }
 
+/* Where comm remembers collective seq, if it is recent enough. */
+static struct tide__frame *recent_slot(tide_comm *comm, uint64_t seq)
+{
+    return &comm->recent[seq % (sizeof comm->recent / sizeof comm->recent[0])];
+}
+
 void tide__collective_succeeded(tide_req *req)
 {
-    tide_comm *comm = req->comm;
-    size_t slots = sizeof comm->recent / sizeof comm->recent[0];
-    comm->recent[req->seq % slots] = req->sig;
-    comm->recent[req->seq % slots].seq = req->seq;
+    struct tide__frame *s = recent_slot(req->comm, req->seq);
+    *s = req->sig;
+    s->seq = req->seq;
 }
 
 /* "allreduce of 8 float (sum)": what collective seq of comm was here,
  * when it is recent enough to remember, else "this collective". */
-static void describe_ended(const tide_comm *comm, uint64_t seq, char *buf, size_t len)
+static void describe_ended(tide_comm *comm, uint64_t seq, char *buf, size_t len)
 {
-    size_t slots = sizeof comm->recent / sizeof comm->recent[0];
-    const struct tide__frame *s = &comm->recent[seq % slots];
+    const struct tide__frame *s = recent_slot(comm, seq);
     if (s->seq == seq)
         tide__describe_signature(s, buf, len);
     else
