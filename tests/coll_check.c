@@ -684,6 +684,15 @@ uint64_t coll_next_rand(uint64_t *s)
     return *s;
 }
 
+uint64_t coll_hash(const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 0x100000001b3u;
+    return h;
+}
+
 /* ---- the parent: set the algorithms, run the ranks ---- */
 
 static const char *const set_names[4] = {"first algorithms", "second algorithms",

@@ -127,6 +127,10 @@ void coll_run_small_cases(tide_comm *comm, const struct plan *pl, unsigned *salt
 /* xorshift64: advance *s and return it. */
 uint64_t coll_next_rand(uint64_t *s);
 
+/* FNV-1a of len bytes: a result's fingerprint, to compare across ranks
+ * and launches. */
+uint64_t coll_hash(const void *buf, size_t len);
+
 /* ---- the parent ---- */
 
 /* Parent: run body on n ranks under algorithm set (3: none, -1: as set); 1 if any failed. */

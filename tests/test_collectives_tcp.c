@@ -107,14 +107,6 @@ static void nan_cases(tide_comm *comm, unsigned *salt)
 
 /* ---- bitwise identity ---- */
 
-static uint64_t fnv1a(const uint8_t *p, size_t len)
-{
-    uint64_t h = 0xcbf29ce484222325u;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ p[i]) * 0x100000001b3u;
-    return h;
-}
-
 /* Random values with full mantissas and exponents spread over 2^-20 ..
  * 2^21 (float16: 2^-6 .. 2^10, so that sums over 8 ranks stay normal and
  * finite): almost every sum rounds, so adding in another order changes
@@ -155,7 +147,7 @@ static void one_identity_case(tide_comm *comm, tide_dtype d, size_t count, tide_
     coll_posted(&k, n, tide_iallreduce(comm, in, b, count, d, op, &req));
     coll_await(&k, n, req);
     CHECK(memcmp(a, b, bytes) == 0, "%s (random inputs): two runs differ", coll_describe(&k, n));
-    h = fnv1a(a, bytes);
+    h = coll_hash(a, bytes);
     EXPECT_OK(tide_allgather(comm, &h, hashes, 1, TIDE_UINT64));
     for (int p = 0; p < n; p++)
         CHECK(hashes[p] == h, "%s (random inputs): rank %d's result hashes to %016llx, mine "
@@ -234,7 +226,7 @@ static uint64_t xl_run(tide_comm *comm, int i)
         rc = tide_ireduce(comm, in, out, k.count, k.dtype, k.op, k.root, &req);
     coll_posted(&k, n, rc);
     coll_await(&k, n, req);
-    uint64_t h = k.coll == C_REDUCE && r != k.root ? 0 : fnv1a(out, k.count * es);
+    uint64_t h = k.coll == C_REDUCE && r != k.root ? 0 : coll_hash(out, k.count * es);
     free(in);
     free(out);
     return h;

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "tests/coll_check.h"
 #include "tests/harness.h"
 
 /* ---- inputs and expected results ---- */
@@ -304,15 +305,6 @@ static void allgather_all(tide_comm *comm, const char *algo)
 
 /* ---- the same bits on every rank ---- */
 
-static uint64_t fnv1a(const void *buf, size_t len)
-{
-    const unsigned char *p = buf;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
 /* Floats of mixed sign and magnitude, so the order of additions shows. */
 static void random_floats(float *v, size_t n, uint64_t seed)
 {
@@ -335,7 +327,7 @@ static void expect_same_everywhere(tide_comm *comm, const void *buf, size_t byte
                                    const char *what)
 {
     int n = tide_comm_size(comm);
-    uint64_t mine = fnv1a(buf, bytes), all[8];
+    uint64_t mine = coll_hash(buf, bytes), all[8];
     EXPECT_OK(tide_allgather(comm, &mine, all, 1, TIDE_UINT64));
     for (int p = 0; p < n; p++)
         EXPECT(all[p] == mine, "%s: rank %d's result differs", what, p);
