@@ -33,6 +33,9 @@ static int check_config(const tide_config *cfg)
         why = "progress must be TIDE_PROGRESS_THREAD or TIDE_PROGRESS_INLINE";
     else if (cfg->spin_us < 0)
         why = "spin_us must not be negative";
+    else if (cfg->reactor != TIDE_REACTOR_AUTO && cfg->reactor != TIDE_REACTOR_IO_URING &&
+             cfg->reactor != TIDE_REACTOR_EPOLL)
+        why = "reactor must be TIDE_REACTOR_AUTO, TIDE_REACTOR_IO_URING or TIDE_REACTOR_EPOLL";
     else if (cfg->yield_when_idle < -1 || cfg->yield_when_idle > 1)
         why = "yield_when_idle must be -1 (auto), 0 or 1";
     else if (!memchr(cfg->master_addr, '\0', sizeof cfg->master_addr) || !cfg->master_addr[0])
@@ -150,9 +153,11 @@ int tide_init_with(tide_comm **out, const tide_config *cfg)
         return rc;
     tide__log_set_level(cfg->log_level);
 
-    /* Before anyone waits on us: a rank without io_uring says so at once. */
+    /* Before anyone waits on us: a rank that cannot have the reactor it
+     * was told to use says so at once. */
+    const struct tide__reactor_ops *reactor;
     char err[512];
-    rc = tide__reactor_probe(err, sizeof err);
+    rc = tide__reactor_choose(cfg->reactor, &reactor, err, sizeof err);
     if (rc) {
         tide__log(TIDE_LOG_ERROR, cfg->rank, "tide_init: %s", err);
         return rc;
@@ -160,6 +165,7 @@ int tide_init_with(tide_comm **out, const tide_config *cfg)
     struct tide__ctx *ctx = tide__ctx_new(cfg, true);
     if (!ctx)
         return TIDE_ENOMEM;
+    ctx->reactor.ops = reactor;
     if (cfg->trace_path[0])
         rc = tide__trace_open(ctx, cfg->trace_path);
     if (!rc)
@@ -203,6 +209,13 @@ int tide_comm_rank(const tide_comm *comm)
 int tide_comm_size(const tide_comm *comm)
 {
     return comm ? comm->size : TIDE_EINVAL;
+}
+
+const char *tide_comm_reactor(const tide_comm *comm)
+{
+    if (!comm)
+        return NULL;
+    return comm->ctx->reactor.ops ? comm->ctx->reactor.ops->name : "sim";
 }
 
 int tide_comm_abort(tide_comm *comm)

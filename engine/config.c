@@ -23,6 +23,7 @@ void tide_config_default(tide_config *cfg)
     cfg->progress = TIDE_PROGRESS_THREAD;
     cfg->spin_us = 50;
     cfg->yield_when_idle = -1;
+    cfg->reactor = TIDE_REACTOR_AUTO;
     cfg->log_level = TIDE_LOG_WARN;
 }
 
@@ -136,6 +137,7 @@ static int read_yield(tide_config *cfg)
         return 0;
     if (!strcasecmp(s, "auto")) {
         cfg->yield_when_idle = -1;
+    cfg->reactor = TIDE_REACTOR_AUTO;
         return 0;
     }
     if (!strcmp(s, "0") || !strcmp(s, "1")) {
@@ -143,6 +145,28 @@ static int read_yield(tide_config *cfg)
         return 0;
     }
     tide__log(TIDE_LOG_ERROR, -1, "TIDE_YIELD_WHEN_IDLE=\"%s\": expected \"auto\", \"0\" or \"1\"",
+              s);
+    return TIDE_EINVAL;
+}
+
+static int read_reactor(tide_config *cfg)
+{
+    static const struct {
+        const char *name;
+        tide_reactor_kind kind;
+    } names[] = {{"auto", TIDE_REACTOR_AUTO},
+                 {"io_uring", TIDE_REACTOR_IO_URING},
+                 {"epoll", TIDE_REACTOR_EPOLL}};
+    const char *s = getenv("TIDE_REACTOR");
+    if (!s || !*s)
+        return 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (!strcasecmp(s, names[i].name)) {
+            cfg->reactor = names[i].kind;
+            return 0;
+        }
+    }
+    tide__log(TIDE_LOG_ERROR, -1, "TIDE_REACTOR=\"%s\": expected \"auto\", \"io_uring\" or \"epoll\"",
               s);
     return TIDE_EINVAL;
 }
@@ -169,6 +193,8 @@ int tide_config_from_env(tide_config *cfg)
         rc = env_int("TIDE_SPIN_US", 0, 10000000, &cfg->spin_us);
     if (!rc)
         rc = read_yield(cfg);
+    if (!rc)
+        rc = read_reactor(cfg);
     if (!rc)
         rc = env_int("TIDE_LOG_LEVEL", 0, 3, &cfg->log_level);
     if (!rc && (s = getenv("TIDE_TCP_CONGESTION")))

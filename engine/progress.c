@@ -81,8 +81,11 @@
 
 static void wake_arm(struct tide__ctx *ctx)
 {
-    struct io_uring_sqe *sqe = tide__reactor_sqe(&ctx->reactor, &ctx->wake_uop);
-    io_uring_prep_read(sqe, ctx->wake_fd, &ctx->wake_buf, sizeof ctx->wake_buf, 0);
+    /* Without it a sleeping reactor still wakes at its next deadline, at
+     * most SLEEP_CAP_NS later: slow, not stuck. */
+    if (tide__reactor_read(&ctx->reactor, &ctx->wake_uop, ctx->wake_fd, &ctx->wake_buf,
+                           sizeof ctx->wake_buf))
+        tide__log(TIDE_LOG_WARN, ctx->rank, "out of memory arming the reactor's wake-up");
 }
 
 static void wake_complete(struct tide__uop *uop, int res)
@@ -197,14 +200,14 @@ static void drain(struct tide__ctx *ctx)
 
 static int setup_ring(struct tide__ctx *ctx)
 {
-    int rc = tide__reactor_init(&ctx->reactor, !ctx->inline_mode, ctx->init_err,
-                                sizeof ctx->init_err);
+    int rc = tide__reactor_init(&ctx->reactor, ctx->reactor.ops, !ctx->inline_mode,
+                                ctx->init_err, sizeof ctx->init_err);
     if (rc)
         return rc;
     ctx->wake_uop.complete = wake_complete;
     wake_arm(ctx);
     ctx->tp->ops->start(ctx->tp);
-    tide__log(TIDE_LOG_DEBUG, ctx->rank, "reactor ready (%s ring, %s progress)",
+    tide__log(TIDE_LOG_DEBUG, ctx->rank, "reactor ready (%s, %s progress)",
               ctx->reactor.flags_name, ctx->inline_mode ? "inline" : "thread");
     return 0;
 }

@@ -88,6 +88,17 @@ typedef enum tide_progress_mode {
     TIDE_PROGRESS_INLINE = 1  /* tide_wait/tide_test drive it */
 } tide_progress_mode;
 
+/* The event loop under a context (TIDE_REACTOR).  io_uring lets the
+ * kernel do each transfer; epoll, for where io_uring is refused (Docker's
+ * default seccomp profile, kernel.io_uring_disabled), makes non-blocking
+ * calls when sockets are ready.  Both run every transport, collective and
+ * progress mode. */
+typedef enum tide_reactor_kind {
+    TIDE_REACTOR_AUTO = 0,     /* io_uring if this process may create a ring, else epoll */
+    TIDE_REACTOR_IO_URING = 1, /* io_uring or fail with TIDE_ENOSYS */
+    TIDE_REACTOR_EPOLL = 2
+} tide_reactor_kind;
+
 /*
  * Everything tide_init() reads from the environment, to be given
  * explicitly to tide_init_with().  Fill it with tide_config_default()
@@ -114,11 +125,13 @@ typedef struct tide_config {
                                    Reno between ranks on one host, the system's to other
                                    hosts; "system" the system's everywhere; or a name the
                                    kernel allows, e.g. "cubic", on every connection */
+    tide_reactor_kind reactor;  /* TIDE_REACTOR_AUTO: io_uring, else epoll (said once at
+                                   info level, with the reason) */
 } tide_config;
 
 /* Fill cfg with defaults: size 1, rank 0, 127.0.0.1:29500, timeout 300 s,
  * thread progress, spin 50 us, yield when oversubscribed (-1), automatic
- * TCP congestion control (""), warnings logged. */
+ * TCP congestion control (""), automatic reactor, warnings logged. */
 TIDE_API void tide_config_default(tide_config *cfg);
 
 /*
@@ -129,7 +142,8 @@ TIDE_API void tide_config_default(tide_config *cfg);
  * preference, plus MASTER_ADDR, MASTER_PORT, TIDE_JOB_TOKEN, TIDE_TIMEOUT,
  * TIDE_BOOTSTRAP_TIMEOUT, TIDE_PROGRESS, TIDE_SPIN_US, TIDE_YIELD_WHEN_IDLE
  * (auto, 0 or 1), TIDE_TCP_CONGESTION (auto, system or an algorithm's
- * name), TIDE_LOG_LEVEL and TIDE_TRACE (trace_path).
+ * name), TIDE_REACTOR (auto, io_uring or epoll), TIDE_LOG_LEVEL and
+ * TIDE_TRACE (trace_path).
  * Returns TIDE_EINVAL (and logs which variable) on a malformed value.
  */
 TIDE_API int tide_config_from_env(tide_config *cfg);
@@ -146,9 +160,16 @@ TIDE_API int tide_init(tide_comm **comm);
  * of TCP connections, each authenticated with cfg->job_token, all before
  * cfg->bootstrap_timeout_s.  Returns TIDE_EAUTH when a peer refuses our
  * token, TIDE_EBOOTSTRAP when the job cannot be assembled in time,
- * TIDE_ENOSYS when io_uring is unavailable (seccomp, io_uring_disabled).
+ * TIDE_ENOSYS when cfg->reactor is TIDE_REACTOR_IO_URING and io_uring is
+ * unavailable (seccomp, io_uring_disabled); TIDE_REACTOR_AUTO falls back
+ * to epoll instead.
  */
 TIDE_API int tide_init_with(tide_comm **comm, const tide_config *cfg);
+
+/* The event loop comm's process runs on: "io_uring" or "epoll" (see
+ * tide_reactor_kind), "sim" for a rank of the simulated network; NULL
+ * when comm is NULL. */
+TIDE_API const char *tide_comm_reactor(const tide_comm *comm);
 
 /* This process's rank in comm, or TIDE_EINVAL when comm is NULL. */
 TIDE_API int tide_comm_rank(const tide_comm *comm);

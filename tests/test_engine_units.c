@@ -1,7 +1,7 @@
 /* test_engine_units.c - the reactor's building blocks without sockets:
  * timer heap order and removal, the MPSC queue under concurrent
  * producers, the frame codec and its validation, matching FIFO order,
- * error names, configuration from the environment, and the reactor ring. */
+ * error names and configuration from the environment. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +13,6 @@
 #include <pthread.h>
 
 #include "engine/mpsc.h"
-#include "engine/reactor.h"
 #include "engine/seqmap.h"
 #include "engine/timer_heap.h"
 #include "tide.h"
@@ -334,6 +333,32 @@ static void config_reads_tcp_congestion(void **state)
     unsetenv("TIDE_TCP_CONGESTION");
 }
 
+static void config_reads_reactor(void **state)
+{
+    (void)state;
+    const struct {
+        const char *value;
+        int want_rc;
+        tide_reactor_kind want;
+    } cases[] = {
+        {"auto", 0, TIDE_REACTOR_AUTO},      {"", 0, TIDE_REACTOR_AUTO},
+        {"io_uring", 0, TIDE_REACTOR_IO_URING}, {"EPOLL", 0, TIDE_REACTOR_EPOLL},
+        {"uring", TIDE_EINVAL, TIDE_REACTOR_AUTO}, {"poll", TIDE_EINVAL, TIDE_REACTOR_AUTO},
+    };
+    tide_config cfg;
+    tide_config_default(&cfg);
+    assert_int_equal(cfg.reactor, TIDE_REACTOR_AUTO);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("TIDE_REACTOR", cases[i].value, 1);
+        tide_config_default(&cfg);
+        int rc = tide_config_from_env(&cfg);
+        assert_int_equal(rc, cases[i].want_rc);
+        if (rc == 0)
+            assert_int_equal(cfg.reactor, cases[i].want);
+    }
+    unsetenv("TIDE_REACTOR");
+}
+
 /* Thousands of keys (the table grows several times), some shared by
  * several nodes (notes from different peers about one collective): every
  * node is found under its key and only there, and removal leaves the
@@ -377,20 +402,6 @@ static void seqmap_finds_every_node_through_growth(void **state)
     assert_null(tide__seqmap_find(&m, 1, 0, NULL));
 }
 
-static void reactor_ring_comes_up(void **state)
-{
-    struct tide__reactor r;
-    char err[256] = "";
-    int rc = tide__reactor_init(&r, false, err, sizeof err);
-    if (rc == TIDE_ENOSYS)
-        skip(); /* no io_uring here: the kernel can't, not a failure */
-    assert_int_equal(rc, 0);
-    assert_non_null(r.flags_name);
-    /* nothing in flight: a non-waiting turn returns at once */
-    assert_int_equal(tide__reactor_run(&r, 0), 0);
-    tide__reactor_fini(&r);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -406,8 +417,8 @@ int main(void)
         cmocka_unit_test(config_reads_each_launcher),
         cmocka_unit_test(config_reads_yield_when_idle),
         cmocka_unit_test(config_reads_tcp_congestion),
+        cmocka_unit_test(config_reads_reactor),
         cmocka_unit_test(seqmap_finds_every_node_through_growth),
-        cmocka_unit_test(reactor_ring_comes_up),
     };
     return cmocka_run_group_tests_name("engine units", tests, NULL, NULL);
 }

@@ -55,24 +55,24 @@ static size_t direct_len(const struct tcp_conn *c)
     return c->rx_left < TCP_MAX_SUBMIT ? c->rx_left : TCP_MAX_SUBMIT;
 }
 
-static void kernel_recv(struct tcp_conn *c, void *buf, size_t len, int flags)
-{
-    struct io_uring_sqe *sqe = tide__reactor_sqe(&c->tp->base.ctx->reactor, &c->rx_uop);
-    io_uring_prep_recv(sqe, c->fd, buf, len, flags);
-    c->tp->kernel_ops++;
-    c->rx_busy = true;
-}
-
 void tcp_recv_arm(struct tcp_conn *c)
 {
     if (!c->rx_idle || c->lost)
         return;
+    bool direct = wants_direct(c);
+    struct tide__reactor *r = &c->tp->base.ctx->reactor;
+    int rc = direct ? tide__reactor_recv(r, &c->rx_uop, c->fd, c->rx_dst, direct_len(c),
+                                         MSG_WAITALL)
+                    : tide__reactor_recv(r, &c->rx_uop, c->fd, c->stage + c->stage_len,
+                                         TCP_STAGE_BYTES - c->stage_len, 0);
+    if (rc) {
+        tcp_conn_lost(c, "out of memory arming a receive from rank %d", c->peer);
+        return;
+    }
     c->rx_idle = false;
-    c->rx_direct = wants_direct(c);
-    if (c->rx_direct)
-        kernel_recv(c, c->rx_dst, direct_len(c), MSG_WAITALL);
-    else
-        kernel_recv(c, c->stage + c->stage_len, TCP_STAGE_BYTES - c->stage_len, 0);
+    c->rx_direct = direct;
+    c->rx_busy = true;
+    c->tp->kernel_ops++;
 }
 
 /* The header in c->rx_hdr was parsed: decide where its payload goes.
@@ -389,8 +389,11 @@ int tcp_recv_withdraw(struct tcp_conn *c, tide__msg *m)
     /* The kernel is writing into m's buffer: cancel, and finish when the
      * receive comes back. */
     c->rx_cancelled = true;
-    struct io_uring_sqe *sqe = tide__reactor_sqe(&c->tp->base.ctx->reactor, &c->tp->cancel_uop);
-    io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)&c->rx_uop, 0);
+    if (tide__reactor_cancel(&c->tp->base.ctx->reactor, &c->rx_uop, &c->tp->cancel_uop)) {
+        /* Closing makes the receive come back all the same. */
+        tcp_conn_lost(c, "out of memory cancelling a receive from rank %d", c->peer);
+        return TIDE_EBUSY;
+    }
     c->tp->kernel_ops++;
     return TIDE_EBUSY;
 }

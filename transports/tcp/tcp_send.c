@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* Give the kernel what is left of the batch, at most TCP_MAX_SUBMIT bytes
- * (a CQE's result is an int). */
+/* Give the reactor what is left of the batch, at most TCP_MAX_SUBMIT
+ * bytes (a completion's result is an int). */
 static void submit(struct tcp_conn *c)
 {
     struct tide__tcp *tp = c->tp;
@@ -23,8 +23,10 @@ static void submit(struct tcp_conn *c)
     memset(&c->tx_mh, 0, sizeof c->tx_mh);
     c->tx_mh.msg_iov = c->tx_sub;
     c->tx_mh.msg_iovlen = n;
-    struct io_uring_sqe *sqe = tide__reactor_sqe(&tp->base.ctx->reactor, &c->tx_uop);
-    io_uring_prep_sendmsg(sqe, c->fd, &c->tx_mh, MSG_NOSIGNAL | MSG_WAITALL);
+    if (tide__reactor_sendmsg(&tp->base.ctx->reactor, &c->tx_uop, c->fd, &c->tx_mh)) {
+        tcp_conn_lost(c, "out of memory posting a send to rank %d", c->peer);
+        return;
+    }
     tp->kernel_ops++;
     c->tx_busy = true;
 }
