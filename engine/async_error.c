@@ -19,7 +19,6 @@
  * writes only while late_err is 0, so a caller never reads text being
  * rewritten. */
 #include "engine/context.h"
-#include "transports/sim/sim.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -80,14 +79,8 @@ int tide_comm_async_error(tide_comm *comm, const char **message)
      * waits 1 ns, not 0: only a pass that may sleep gives the idle
      * connections a kernel receive (a spinning pass reads only those a
      * posted receive waits on), and a report comes on an idle one. */
-    if (!atomic_load(&comm->late_err)) {
-        if (ctx->sim) {
-            tide__sim_test(ctx->sim);
-        } else if (tide__progress_try_drive(ctx)) {
-            tide__progress_turn(ctx, 1);
-            tide__progress_release(ctx);
-        }
-    }
+    if (!atomic_load(&comm->late_err))
+        ctx->drive->poke(ctx, 1);
     int err = atomic_load(&comm->late_err);
     if (err && message)
         *message = comm->late_text;

@@ -88,6 +88,7 @@ struct tide__ctx *tide__ctx_new(const tide_config *cfg, bool wake)
     tide__mpsc_init(&ctx->cmds);
     tide__timer_heap_init(&ctx->own_timers);
     ctx->timers = &ctx->own_timers;
+    ctx->drive = &tide__drive_reactor;
     pthread_mutex_init(&ctx->pool_lock, NULL);
     pthread_mutex_init(&ctx->drive_lock, NULL);
     ctx->wake_fd = wake ? eventfd(0, EFD_CLOEXEC) : -1;
@@ -171,7 +172,7 @@ int tide_init_with(tide_comm **out, const tide_config *cfg)
     if (!rc)
         rc = connect_job(ctx);
     if (!rc) {
-        rc = tide__progress_start(ctx);
+        rc = ctx->drive->start(ctx);
         if (rc) {
             tide__log(TIDE_LOG_ERROR, ctx->rank, "tide_init: %s", ctx->init_err);
             ctx->tp->ops->destroy(ctx->tp);
@@ -215,7 +216,8 @@ const char *tide_comm_reactor(const tide_comm *comm)
 {
     if (!comm)
         return NULL;
-    return comm->ctx->reactor.ops ? comm->ctx->reactor.ops->name : "sim";
+    const struct tide__ctx *ctx = comm->ctx;
+    return ctx->reactor.ops ? ctx->reactor.ops->name : ctx->drive->name;
 }
 
 int tide_comm_abort(tide_comm *comm)
@@ -234,7 +236,7 @@ int tide_finalize(tide_comm *comm)
     if (comm != &ctx->world)
         return TIDE_EINVAL;
     tide__trace_collect(ctx); /* collective when tracing: every rank sends rank 0 its events */
-    tide__progress_stop(ctx);
+    ctx->drive->stop(ctx);
     ctx->tp->ops->destroy(ctx->tp);
     ctx->tp = NULL;
     tide__ctx_unref(ctx);

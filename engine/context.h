@@ -49,6 +49,31 @@ struct tide__cmd {
     _Atomic uint32_t handled; /* ABORT/STOP: set when done; the caller waits */
 };
 
+/* Who moves a context's operations, and on what clock.  The engine asks
+ * only this table, never which kind it has:
+ *   - tide__drive_reactor (progress.c): real time; the reactor, driven by
+ *     the progress thread or by callers waiting (thread or inline mode);
+ *   - the simulated network's (transports/sim): virtual time, in which
+ *     a wait runs the whole network until its request completes.
+ * A new way of running (another simulator, a replay) is a new table. */
+struct tide__drive_ops {
+    const char *name; /* "reactor", "sim" */
+    uint64_t (*now)(const struct tide__ctx *ctx);
+    /* tide_init: get going (a progress thread, a ring); 0 or TIDE_E*,
+     * with the reason in ctx->init_err. */
+    int (*start)(struct tide__ctx *ctx);
+    /* tide_finalize: fail what is pending, let go of every buffer. */
+    void (*stop)(struct tide__ctx *ctx);
+    /* tide_wait: until req completes or timeout_ms (< 0: none) passed on
+     * this clock.  Returns req's status or TIDE_ETIMEDOUT. */
+    int (*wait)(struct tide__ctx *ctx, tide_req *req, int timeout_ms);
+    /* tide_test and friends: one pass of progress, if it can be had
+     * without blocking, waiting up to wait_ns for news. */
+    void (*poke)(struct tide__ctx *ctx, uint64_t wait_ns);
+};
+
+extern const struct tide__drive_ops tide__drive_reactor;
+
 /* What each kind of operation plugs into the engine. */
 struct tide__op_vtbl {
     const char *name; /* "send", "recv", "barrier", "allreduce", ... */
@@ -165,13 +190,15 @@ struct tide__ctx {
     _Atomic uint32_t init_done;
     char init_err[256];
 
+    const struct tide__drive_ops *drive; /* tide__drive_reactor unless simulated */
+    void *drive_data;                    /* the driver's own (the simulator), or NULL */
+
     /* reactor thread only */
     struct tide__reactor reactor;
     struct tide__timer_heap *timers; /* own_timers, or the simulator's */
     struct tide__timer_heap own_timers;
     struct tide__transport *tp;
-    struct tide_sim *sim;     /* a simulated rank (transports/sim), or NULL */
-    bool timing_only;         /* simulated: move no payload, reduce nothing */
+    bool timing_only;         /* move no payload, reduce nothing (a simulation of time) */
     tide_req *active;         /* started, not finished */
     unsigned nactive;
     struct tide__msgq done;   /* completed messages to deliver */
@@ -198,11 +225,10 @@ struct tide__ctx {
     tide_comm world;
 };
 
-/* The context's clock: real time, or the simulator's virtual time. */
-uint64_t tide__sim_now(const struct tide_sim *sim);
+/* The context's clock: real time, or a simulator's virtual time. */
 static inline uint64_t tide__ctx_now(const struct tide__ctx *ctx)
 {
-    return ctx->sim ? tide__sim_now(ctx->sim) : tide__now_ns();
+    return ctx->drive->now(ctx);
 }
 
 /* Any thread: has req completed?  (An acquire: its status and message
@@ -347,7 +373,8 @@ void tide__wake_sleepers(struct tide__ctx *ctx);
 /* ---- progress.c: who runs the reactor ---- */
 
 /* Start progress: thread mode spawns the reactor thread and waits for it
- * to set up its ring; inline mode sets the ring up here. */
+ * to set up its ring; inline mode sets the ring up here.
+ * (tide__drive_reactor's start.) */
 int tide__progress_start(struct tide__ctx *ctx);
 
 /* Any thread: hand a command to the reactor and wake it if it sleeps. */
@@ -391,7 +418,11 @@ uint64_t tide__progress_wait_budget(struct tide__ctx *ctx, uint64_t limit_ns);
  * unusable (tide_comm_abort, finalize, a simulated crash). */
 void tide__ctx_abort(struct tide__ctx *ctx, int err, const char *why);
 
-/* Stop the reactor and release the ring (finalize). */
+/* Stop the reactor and release the ring (finalize; tide__drive_reactor's
+ * stop). */
 void tide__progress_stop(struct tide__ctx *ctx);
+
+/* tide__drive_reactor's wait (wait.c). */
+int tide__wait_reactor(struct tide__ctx *ctx, tide_req *req, int timeout_ms);
 
 #endif

@@ -162,8 +162,6 @@ static void arm_transport(struct tide__ctx *ctx)
 int tide__progress_turn(struct tide__ctx *ctx, uint64_t wait_ns)
 {
     int n = run_queued(ctx, COMMANDS_PER_TURN);
-    if (ctx->sim) /* the simulator owns the clock, the timers and the network */
-        return n + tide__ctx_deliver(ctx);
     n += tide__timer_heap_expire(ctx->timers, tide__now_ns());
     n += tide__ctx_deliver(ctx);
     n += poll_transport(ctx);
@@ -453,10 +451,6 @@ static void *progress_main(void *arg)
 
 int tide__progress_start(struct tide__ctx *ctx)
 {
-    if (ctx->sim) {
-        ctx->tp->ops->start(ctx->tp);
-        return 0;
-    }
     if (ctx->inline_mode)
         return setup_ring(ctx);
 
@@ -514,14 +508,6 @@ void tide__progress_command_sync(struct tide__ctx *ctx, enum tide__cmd_kind kind
 
 void tide__progress_stop(struct tide__ctx *ctx)
 {
-    if (ctx->sim) {
-        /* A simulated transport takes everything back at once. */
-        tide__ctx_abort(ctx, TIDE_EABORTED, "the communicator was finalized");
-        ctx->stopping = true;
-        while (tide__ctx_deliver(ctx))
-            ;
-        return;
-    }
     if (ctx->inline_mode) {
         if (!ctx->reactor.ready)
             return;
@@ -537,3 +523,27 @@ void tide__progress_stop(struct tide__ctx *ctx)
     pthread_join(ctx->thread, NULL);
     ctx->thread_started = false;
 }
+
+static uint64_t real_now(const struct tide__ctx *ctx)
+{
+    (void)ctx;
+    return tide__now_ns();
+}
+
+/* One pass, only if the drive right is free: tide_test never blocks. */
+static void poke(struct tide__ctx *ctx, uint64_t wait_ns)
+{
+    if (!tide__progress_try_drive(ctx))
+        return;
+    tide__progress_turn(ctx, wait_ns);
+    tide__progress_release(ctx);
+}
+
+const struct tide__drive_ops tide__drive_reactor = {
+    .name = "reactor",
+    .now = real_now,
+    .start = tide__progress_start,
+    .stop = tide__progress_stop,
+    .wait = tide__wait_reactor,
+    .poke = poke,
+};

@@ -15,7 +15,6 @@
 #include "engine/context.h"
 #include "engine/trace.h"
 #include "engine/waiter.h"
-#include "transports/sim/sim.h"
 
 static uint64_t deadline_after_ms(int timeout_ms)
 {
@@ -93,15 +92,8 @@ static int wait_real(struct tide__ctx *ctx, tide_req *req, uint64_t deadline)
     return rc;
 }
 
-int tide_wait(tide_req *req, int timeout_ms)
+int tide__wait_reactor(struct tide__ctx *ctx, tide_req *req, int timeout_ms)
 {
-    if (!req)
-        return TIDE_EINVAL;
-    if (tide__req_is_done(req))
-        return req->status;
-    struct tide__ctx *ctx = req->ctx;
-    if (ctx->sim)
-        return tide__sim_wait(ctx->sim, req, timeout_ms);
     uint64_t t0 = ctx->trace ? tide__now_ns() : 0;
     int rc = wait_real(ctx, req, deadline_after_ms(timeout_ms));
     if (ctx->trace)
@@ -109,16 +101,21 @@ int tide_wait(tide_req *req, int timeout_ms)
     return rc;
 }
 
+int tide_wait(tide_req *req, int timeout_ms)
+{
+    if (!req)
+        return TIDE_EINVAL;
+    if (tide__req_is_done(req))
+        return req->status;
+    return req->ctx->drive->wait(req->ctx, req, timeout_ms);
+}
+
 int tide_test(tide_req *req, int *done)
 {
     if (!req || !done)
         return TIDE_EINVAL;
-    if (!tide__req_is_done(req) && req->ctx->sim) {
-        tide__sim_test(req->ctx->sim);
-    } else if (!tide__req_is_done(req) && tide__progress_try_drive(req->ctx)) {
-        tide__progress_turn(req->ctx, 0);
-        tide__progress_release(req->ctx);
-    }
+    if (!tide__req_is_done(req))
+        req->ctx->drive->poke(req->ctx, 0);
     if (!tide__req_is_done(req)) {
         *done = 0;
         return 0;

@@ -64,6 +64,13 @@ void harness_config(tide_config *cfg, int rank, int n, int port, const char *tok
         cfg->spin_us = o->spin_us;
     if (o->trace_path)
         snprintf(cfg->trace_path, sizeof cfg->trace_path, "%s", o->trace_path);
+    /* Configs are built here, not read from the environment: carry the
+     * reactor choice over so a suite can be run on either backend. */
+    const char *reactor = getenv("TIDE_REACTOR");
+    if (reactor && !strcmp(reactor, "epoll"))
+        cfg->reactor = TIDE_REACTOR_EPOLL;
+    else if (reactor && !strcmp(reactor, "io_uring"))
+        cfg->reactor = TIDE_REACTOR_IO_URING;
     const char *lvl = getenv("TIDE_LOG_LEVEL");
     cfg->log_level = lvl ? atoi(lvl) : 1;
 }

@@ -4,43 +4,24 @@
  * it fails at once with TIDE_ENOSYS and a message that says io_uring is
  * unavailable and where to look. */
 #include <errno.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <cmocka.h>
 
 #include "tests/harness.h"
-
-/* Make io_uring_setup fail with EPERM in this process, like a container. */
-static int forbid_io_uring(void)
-{
-    struct sock_filter filter[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = {.len = sizeof filter / sizeof filter[0], .filter = filter};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-        return -1;
-    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
-}
+#include "tests/seccomp_deny.h"
 
 /* Run init with `reactor` in a child that may not use io_uring; returns
  * the child's verdict: 0 as expected, 77 the kernel can't filter, else
  * which check failed. */
 static int child(tide_reactor_kind reactor)
 {
-    if (forbid_io_uring())
+    if (seccomp_deny_io_uring())
         return 77;
     FILE *log = tmpfile();
     dup2(fileno(log), 2);

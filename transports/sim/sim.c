@@ -22,10 +22,6 @@ void tide_sim_config_default(tide_sim_config *cfg)
     cfg->timeout_s = 300;
 }
 
-uint64_t tide__sim_now(const struct tide_sim *sim)
-{
-    return sim->now;
-}
 
 uint64_t tide_sim_time_ns(const tide_sim *sim)
 {
@@ -109,6 +105,54 @@ static int check_config(int n, const tide_sim_config *c)
     return TIDE_EINVAL;
 }
 
+/* ---- how a simulated rank's engine runs (engine/context.h) ---- */
+
+static struct tide_sim *sim_of(const struct tide__ctx *ctx)
+{
+    return ctx->drive_data;
+}
+
+static uint64_t sim_now(const struct tide__ctx *ctx)
+{
+    return sim_of(ctx)->now;
+}
+
+static int sim_start(struct tide__ctx *ctx)
+{
+    ctx->tp->ops->start(ctx->tp);
+    return 0;
+}
+
+/* A simulated transport takes everything back at once. */
+static void sim_stop(struct tide__ctx *ctx)
+{
+    tide__ctx_abort(ctx, TIDE_EABORTED, "the communicator was finalized");
+    ctx->stopping = true;
+    while (tide__ctx_deliver(ctx))
+        ;
+}
+
+static int sim_wait(struct tide__ctx *ctx, tide_req *req, int timeout_ms)
+{
+    return tide__sim_wait(sim_of(ctx), req, timeout_ms);
+}
+
+/* One step of the whole network; virtual time has no "wait a little". */
+static void sim_poke(struct tide__ctx *ctx, uint64_t wait_ns)
+{
+    (void)wait_ns;
+    tide__sim_test(sim_of(ctx));
+}
+
+static const struct tide__drive_ops sim_drive = {
+    .name = "sim",
+    .now = sim_now,
+    .start = sim_start,
+    .stop = sim_stop,
+    .wait = sim_wait,
+    .poke = sim_poke,
+};
+
 static int add_rank(struct tide_sim *s, int r)
 {
     tide_config c;
@@ -122,14 +166,15 @@ static int add_rank(struct tide_sim *s, int r)
     struct tide__ctx *ctx = tide__ctx_new(&c, false);
     if (!ctx)
         return TIDE_ENOMEM;
-    ctx->sim = s;
+    ctx->drive = &sim_drive;
+    ctx->drive_data = s;
     ctx->timers = &s->heap;
     ctx->timing_only = s->cfg.timing_only != 0;
     struct sim_rank *sr = &s->ranks[r];
     sr->rank = r;
     tide__sim_net_init(s, sr, ctx);
     ctx->tp = &sr->base;
-    return tide__progress_start(ctx);
+    return ctx->drive->start(ctx);
 }
 
 int tide_sim_create(int n, const tide_sim_config *cfg, tide_sim **out, tide_comm **comms)
