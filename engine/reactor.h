@@ -51,7 +51,8 @@ struct tide__reactor_ops {
     int (*init)(struct tide__reactor *r, bool shared, char *err, size_t errlen);
     void (*fini)(struct tide__reactor *r);
     /* recv(2) into buf; flags: 0 or MSG_WAITALL (io_uring waits for all
-     * of it; epoll completes with what one call read). */
+     * of it; epoll may complete with less, after a few MiB, so that one
+     * transfer does not hold the loop: the caller takes the rest). */
     int (*recv)(struct tide__reactor *r, struct tide__uop *uop, int fd, void *buf, size_t len,
                  int flags);
     /* sendmsg(2) of mh, which must stay valid until completion.  A short

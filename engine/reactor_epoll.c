@@ -38,6 +38,7 @@
 
 #define DISPATCH_BATCH 128 /* completions run per turn: keeps a turn short */
 #define EVENTS_PER_WAIT 64
+#define RECV_SLICE (4u << 20) /* bytes one MSG_WAITALL attempt reads at most */
 
 enum ep_kind { EP_RECV = 1, EP_SENDMSG, EP_READ };
 
@@ -200,6 +201,30 @@ static void finish(struct epoll_be *be, struct ep_op *op, int res)
     push_done(be, uop, res);
 }
 
+/* A receive's attempt.  MSG_WAITALL reads until the whole length, the end
+ * of the stream, or EAGAIN: stopping after a short read would wait for an
+ * edge that may have come already (a dying peer's last data and its FIN
+ * arrive as one edge).  It completes early after RECV_SLICE bytes, so
+ * that one large transfer does not hold the loop (reactor.h allows it). */
+static int attempt_recv(struct ep_op *op)
+{
+    bool all = op->flags & MSG_WAITALL;
+    size_t start = op->got;
+    for (;;) {
+        ssize_t n = recv(op->fd, (char *)op->buf + op->got, op->len - op->got,
+                         (op->flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return -EAGAIN; /* drained: the next arrival makes an edge */
+        if (n < 0)
+            return op->got ? (int)op->got : -errno; /* what came, then the error */
+        op->got += (size_t)n;
+        if (n == 0 || !all || op->got == op->len || op->got - start >= RECV_SLICE)
+            return (int)op->got;
+    }
+}
+
 /* One non-blocking attempt.  Returns the result, or -EAGAIN when the
  * operation must wait for an edge. */
 static int attempt(struct ep_op *op)
@@ -207,30 +232,18 @@ static int attempt(struct ep_op *op)
     ssize_t n;
     switch (op->kind) {
     case EP_RECV:
-        n = recv(op->fd, (char *)op->buf + op->got, op->len - op->got,
-                 (op->flags & ~MSG_WAITALL) | MSG_DONTWAIT);
-        if (n > 0 && (op->flags & MSG_WAITALL) && op->got + (size_t)n < op->len) {
-            op->got += (size_t)n;
-            return -EAGAIN; /* MSG_WAITALL: the rest follows on the next edge */
-        }
-        if (n >= 0)
-            return (int)(op->got + (size_t)n);
-        if (op->got && errno != EAGAIN && errno != EWOULDBLOCK)
-            return (int)op->got; /* as recv(MSG_WAITALL) does: what came, then the error */
-        break;
+        return attempt_recv(op);
     case EP_SENDMSG:
         n = sendmsg(op->fd, op->mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n >= 0)
-            return (int)n;
         break;
     case EP_READ:
         n = read(op->fd, op->buf, op->len);
-        if (n >= 0)
-            return (int)n;
         break;
     default:
         return -EINVAL;
     }
+    if (n >= 0)
+        return (int)n;
     return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 }
 

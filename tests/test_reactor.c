@@ -147,6 +147,23 @@ static void waitall_gathers_the_whole_length(void **state)
     assert_memory_equal(buf, "abcdefgh", 8);
 }
 
+/* A peer's last bytes and its close, while a MSG_WAITALL receive waits:
+ * it completes with what came (epoll sees both as one edge). */
+static void waitall_ends_at_the_close(void **state)
+{
+    struct fixture *f = *state;
+    char buf[8] = "";
+    struct done d = done_new();
+    assert_int_equal(tide__reactor_recv(&f->r, &d.uop, f->sv[0], buf, 8, MSG_WAITALL), 0);
+    tide__reactor_run(&f->r, 2 * TIDE_NS_PER_MS);
+    assert_int_equal(d.calls, 0);
+    assert_int_equal(write(f->sv[1], "abc", 3), 3);
+    shutdown(f->sv[1], SHUT_WR);
+    run_until(f, &d);
+    assert_int_equal(d.res, 3);
+    assert_memory_equal(buf, "abc", 3);
+}
+
 static void sendmsg_sends_every_iovec(void **state)
 {
     struct fixture *f = *state;
@@ -287,6 +304,7 @@ static const struct CMUnitTest cases[] = {
     cmocka_unit_test(receive_completes_from_run_not_post),
     cmocka_unit_test(receive_waits_for_data),
     cmocka_unit_test(waitall_gathers_the_whole_length),
+    cmocka_unit_test(waitall_ends_at_the_close),
     cmocka_unit_test(sendmsg_sends_every_iovec),
     cmocka_unit_test(large_send_completes_as_the_peer_drains),
     cmocka_unit_test(peer_close_ends_a_receive_with_zero),
