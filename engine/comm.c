@@ -5,9 +5,6 @@
 #include "engine/context.h"
 #include "engine/log.h"
 #include "engine/trace.h"
-#include "transports/tcp/bootstrap.h"
-#include "transports/tcp/congestion.h"
-#include "transports/tcp/tcp.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -46,9 +43,11 @@ static int check_config(const tide_config *cfg)
         why = "trace_path is not terminated";
     else if (!memchr(cfg->tcp_congestion, '\0', sizeof cfg->tcp_congestion))
         why = "tcp_congestion is not terminated";
-    char cc_why[160];
-    if (!why && tide__tcp_congestion_check(cfg->tcp_congestion, cc_why, sizeof cc_why))
-        why = cc_why;
+    else if (!memchr(cfg->transport, '\0', sizeof cfg->transport))
+        why = "transport is not terminated";
+    char tp_why[200];
+    if (!why && tide__transport_check(cfg, tp_why, sizeof tp_why))
+        why = tp_why;
     if (!why)
         return 0;
     tide__log(TIDE_LOG_ERROR, -1, "tide_init: invalid configuration: %s", why);
@@ -122,26 +121,6 @@ void tide__ctx_unref(struct tide__ctx *ctx)
     free(ctx);
 }
 
-/* Bootstrap the mesh and wrap it in the TCP transport. */
-static int connect_job(struct tide__ctx *ctx)
-{
-    int *fds = malloc((size_t)ctx->size * sizeof *fds);
-    if (!fds)
-        return TIDE_ENOMEM;
-    for (int p = 0; p < ctx->size; p++)
-        fds[p] = -1;
-    char err[512] = "";
-    int rc = tide__bootstrap(&ctx->cfg, fds, err, sizeof err);
-    if (rc) {
-        tide__log(TIDE_LOG_ERROR, ctx->rank, "tide_init: %s", err);
-        free(fds);
-        return rc;
-    }
-    rc = tide__tcp_create(ctx, ctx->rank, ctx->size, fds, &ctx->tp);
-    free(fds);
-    return rc;
-}
-
 int tide_init_with(tide_comm **out, const tide_config *cfg)
 {
     if (!out)
@@ -170,7 +149,7 @@ int tide_init_with(tide_comm **out, const tide_config *cfg)
     if (cfg->trace_path[0])
         rc = tide__trace_open(ctx, cfg->trace_path);
     if (!rc)
-        rc = connect_job(ctx);
+        rc = tide__transport_open(ctx);
     if (!rc) {
         rc = ctx->drive->start(ctx);
         if (rc) {

@@ -200,6 +200,9 @@ int tide_config_from_env(tide_config *cfg)
     if (!rc && (s = getenv("TIDE_TCP_CONGESTION")))
         rc = copy_string("TIDE_TCP_CONGESTION", strcasecmp(s, "auto") ? s : "",
                          cfg->tcp_congestion, sizeof cfg->tcp_congestion);
+    if (!rc && (s = getenv("TIDE_TRANSPORT")))
+        rc = copy_string("TIDE_TRANSPORT", strcasecmp(s, "auto") ? s : "", cfg->transport,
+                         sizeof cfg->transport);
     if (!rc && (s = getenv("TIDE_TRACE")))
         rc = copy_string("TIDE_TRACE", s, cfg->trace_path, sizeof cfg->trace_path);
     return rc;

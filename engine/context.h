@@ -292,7 +292,9 @@ void tide__req_pool_free(struct tide__ctx *ctx);
 
 /* ---- mismatch.c: ranks that called different collectives ---- */
 
-/* "allreduce of 1000 float (sum)", for messages. */
+/* "allreduce of 1000 float (sum)", for messages.  Provided by the
+ * collective layer (collectives/signature.c), which knows the names of
+ * collectives and their algorithms; the engine knows neither. */
 void tide__describe_signature(const struct tide__frame *s, char *buf, size_t len);
 /* Fail req with TIDE_EMISMATCH, saying what world rank peer called. */
 void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *theirs);

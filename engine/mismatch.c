@@ -26,7 +26,6 @@
  * Ranks in messages are world ranks (those of tide_init's communicator).
  *
  * Reactor thread only. */
-#include "collectives/coll.h"
 #include "engine/context.h"
 #include "engine/log.h"
 
@@ -49,33 +48,6 @@ struct ctl_msg {
     tide__msg m;
     char text[256];
 };
-
-static const char *kind_name(uint8_t kind)
-{
-    static const char *names[] = {"?", "p2p", "barrier", "allreduce", "broadcast", "reduce",
-                                  "allgather", "allgatherv", "reduce_scatter", "reduce_scatterv",
-                                  "gather", "scatter", "alltoall"};
-    return kind < sizeof names / sizeof names[0] ? names[kind] : "?";
-}
-
-void tide__describe_signature(const struct tide__frame *s, char *buf, size_t len)
-{
-    const char *kind = kind_name(s->kind);
-    if (s->kind == TIDE_KIND_BARRIER) {
-        snprintf(buf, len, "barrier");
-        return;
-    }
-    int n = snprintf(buf, len, "%s of %llu %s", kind, (unsigned long long)s->count,
-                     tide_dtype_name((tide_dtype)s->dtype));
-    bool reduces = s->kind == TIDE_KIND_ALLREDUCE || s->kind == TIDE_KIND_REDUCE ||
-                   s->kind == TIDE_KIND_REDUCE_SCATTER || s->kind == TIDE_KIND_REDUCE_SCATTERV;
-    if (reduces && n > 0 && (size_t)n < len)
-        n += snprintf(buf + n, len - (size_t)n, " (%s)", tide_op_name((tide_op)s->redop));
-    if (s->root >= 0 && n > 0 && (size_t)n < len)
-        n += snprintf(buf + n, len - (size_t)n, " from root %d", s->root);
-    if (s->flags && n > 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, " [%s]", tide__algo_name_of(s->flags));
-}
 
 static tide_req *find_active(struct tide__ctx *ctx, uint32_t comm_id, uint64_t seq)
 {

@@ -10,7 +10,7 @@
  * list and how often that list was grouped before, and the color).
  * Distinct ids are then a matter of a 32-bit hash not colliding among a
  * process's live communicators; a collision is detected and refused. */
-#include "collectives/coll.h"
+#include "engine/context.h"
 #include "engine/log.h"
 
 #include <stdlib.h>

@@ -127,6 +127,8 @@ typedef struct tide_config {
                                    kernel allows, e.g. "cubic", on every connection */
     tide_reactor_kind reactor;  /* TIDE_REACTOR_AUTO: io_uring, else epoll (said once at
                                    info level, with the reason) */
+    char transport[16];         /* how ranks reach each other: "" (auto: the best this job
+                                   can use; today "tcp") or a name, e.g. "tcp" */
 } tide_config;
 
 /* Fill cfg with defaults: size 1, rank 0, 127.0.0.1:29500, timeout 300 s,
@@ -142,8 +144,8 @@ TIDE_API void tide_config_default(tide_config *cfg);
  * preference, plus MASTER_ADDR, MASTER_PORT, TIDE_JOB_TOKEN, TIDE_TIMEOUT,
  * TIDE_BOOTSTRAP_TIMEOUT, TIDE_PROGRESS, TIDE_SPIN_US, TIDE_YIELD_WHEN_IDLE
  * (auto, 0 or 1), TIDE_TCP_CONGESTION (auto, system or an algorithm's
- * name), TIDE_REACTOR (auto, io_uring or epoll), TIDE_LOG_LEVEL and
- * TIDE_TRACE (trace_path).
+ * name), TIDE_REACTOR (auto, io_uring or epoll), TIDE_TRANSPORT (auto or
+ * a transport's name), TIDE_LOG_LEVEL and TIDE_TRACE (trace_path).
  * Returns TIDE_EINVAL (and logs which variable) on a malformed value.
  */
 TIDE_API int tide_config_from_env(tide_config *cfg);

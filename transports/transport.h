@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tide.h"
 #include "transports/frame.h"
 
 struct tide__ctx;
@@ -88,6 +89,21 @@ struct tide__transport {
     const struct tide__transport_ops *ops;
     struct tide__ctx *ctx;
 };
+
+/* ---- the registry (registry.c): the transports tide_init can open ----
+ *
+ * Choosing how ranks reach each other happens there and nowhere else: a
+ * new transport is a new folder under transports/ plus one line in its
+ * table.  (The simulated network is not in it: tide_sim_create makes a
+ * whole job in one process, contexts and transport together.) */
+
+/* Check what of cfg the transports read (cfg->transport names one they
+ * know; their own settings are valid).  0, or TIDE_EINVAL with why. */
+int tide__transport_check(const tide_config *cfg, char *why, size_t len);
+
+/* Join the job described by ctx->cfg with the transport it names (or the
+ * best one for "", auto), and set ctx->tp.  0 or a TIDE_E*, logged. */
+int tide__transport_open(struct tide__ctx *ctx);
 
 /* Called by a transport when m completes (status 0 or TIDE_E*). */
 void tide__msg_done(struct tide__ctx *ctx, tide__msg *m, int status);

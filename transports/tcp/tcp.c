@@ -3,6 +3,8 @@
  * socket), losing a peer, aborting, tearing down.  The halves of a
  * connection live in tcp_send.c and tcp_recv.c. */
 #include "transports/tcp/tcp.h"
+#include "transports/tcp/bootstrap.h"
+#include "transports/tcp/congestion.h"
 #include "transports/tcp/tcp_conn.h"
 #include "engine/log.h"
 
@@ -233,4 +235,29 @@ int tide__tcp_create(struct tide__ctx *ctx, int rank, int size, int *fds,
     }
     *out = &tp->base;
     return 0;
+}
+
+int tide__tcp_check(const tide_config *cfg, char *why, size_t len)
+{
+    return tide__tcp_congestion_check(cfg->tcp_congestion, why, len);
+}
+
+/* Bootstrap the mesh and wrap it in the transport. */
+int tide__tcp_open(struct tide__ctx *ctx, struct tide__transport **out)
+{
+    int *fds = malloc((size_t)ctx->size * sizeof *fds);
+    if (!fds)
+        return TIDE_ENOMEM;
+    for (int p = 0; p < ctx->size; p++)
+        fds[p] = -1;
+    char err[512] = "";
+    int rc = tide__bootstrap(&ctx->cfg, fds, err, sizeof err);
+    if (rc) {
+        tide__log(TIDE_LOG_ERROR, ctx->rank, "tide_init: %s", err);
+        free(fds);
+        return rc;
+    }
+    rc = tide__tcp_create(ctx, ctx->rank, ctx->size, fds, out);
+    free(fds);
+    return rc;
 }

@@ -5,6 +5,12 @@
 
 #include "transports/transport.h"
 
+/* The registry's entry (registry.c): check cfg's TCP settings (0 or
+ * TIDE_EINVAL with why); join the job described by ctx->cfg (bootstrap.h)
+ * and wrap its sockets in a transport. */
+int tide__tcp_check(const tide_config *cfg, char *why, size_t len);
+int tide__tcp_open(struct tide__ctx *ctx, struct tide__transport **out);
+
 /* Wrap the bootstrapped sockets (fds[p] to rank p; fds[rank] == -1) in a
  * transport.  Takes ownership of the fds, even on failure. */
 int tide__tcp_create(struct tide__ctx *ctx, int rank, int size, int *fds,
