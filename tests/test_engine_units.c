@@ -359,6 +359,32 @@ static void config_reads_reactor(void **state)
     unsetenv("TIDE_REACTOR");
 }
 
+/* TIDE_TRANSPORT names a transport of the registry; tide_init refuses an
+ * unknown one before it opens a socket, and names the known ones. */
+static void config_reads_transport(void **state)
+{
+    (void)state;
+    tide_config cfg;
+    tide_config_default(&cfg);
+    assert_string_equal(cfg.transport, "");
+    setenv("TIDE_TRANSPORT", "auto", 1);
+    assert_int_equal(tide_config_from_env(&cfg), 0);
+    assert_string_equal(cfg.transport, "");
+    setenv("TIDE_TRANSPORT", "tcp", 1);
+    assert_int_equal(tide_config_from_env(&cfg), 0);
+    assert_string_equal(cfg.transport, "tcp");
+    setenv("TIDE_TRANSPORT", "a-name-far-too-long", 1);
+    assert_int_equal(tide_config_from_env(&cfg), TIDE_EINVAL);
+    unsetenv("TIDE_TRANSPORT");
+
+    tide_config_default(&cfg);
+    strcpy(cfg.transport, "carrier-pigeon");
+    cfg.log_level = 0;
+    tide_comm *comm = (tide_comm *)&cfg;
+    assert_int_equal(tide_init_with(&comm, &cfg), TIDE_EINVAL);
+    assert_null(comm);
+}
+
 /* Thousands of keys (the table grows several times), some shared by
  * several nodes (notes from different peers about one collective): every
  * node is found under its key and only there, and removal leaves the
@@ -418,6 +444,7 @@ int main(void)
         cmocka_unit_test(config_reads_yield_when_idle),
         cmocka_unit_test(config_reads_tcp_congestion),
         cmocka_unit_test(config_reads_reactor),
+        cmocka_unit_test(config_reads_transport),
         cmocka_unit_test(seqmap_finds_every_node_through_growth),
     };
     return cmocka_run_group_tests_name("engine units", tests, NULL, NULL);

@@ -1,19 +1,35 @@
 #!/usr/bin/env bash
-# test.sh - the quick start's second command: install what is missing,
-# build, run the whole test suite, then run it again under
-# AddressSanitizer + UndefinedBehaviorSanitizer.
+# test.sh - the quick start's second command: check the layering, install
+# what is missing, build, run the whole test suite on the io_uring
+# reactor and again with io_uring refused as a container's seccomp profile
+# does (so tide runs on epoll), then both again under AddressSanitizer +
+# UndefinedBehaviorSanitizer, then a minute of parser fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+tools/check_layers.sh
+
+# suites BUILD_DIR [MESON_TEST_ARGS...]: the whole suite, then the suites
+# that open sockets under deny-io-uring.  The simulated network has no
+# reactor, so it runs once.
+suites() {
+  local build=$1
+  shift
+  echo "test: $build, io_uring reactor"
+  meson test -C "$build" --print-errorlogs --num-processes 1 "$@"
+  echo "test: $build, io_uring refused by seccomp: epoll reactor"
+  meson test -C "$build" --print-errorlogs --num-processes 1 --no-suite sim \
+    --wrapper "$PWD/$build/tests/deny-io-uring" "$@"
+}
+
 tools/setup.sh build
-echo "test: plain build"
-meson test -C build --print-errorlogs --num-processes 1
+suites build
 
 tools/setup.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
-echo "test: AddressSanitizer + UndefinedBehaviorSanitizer build"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  meson test -C build-asan --print-errorlogs --num-processes 1 --timeout-multiplier 3
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+suites build-asan --timeout-multiplier 3
+unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "test: parser fuzzing (libFuzzer, 60 s)"
 tools/fuzz.sh 60
