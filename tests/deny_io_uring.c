@@ -6,10 +6,12 @@
  *
  *   deny-io-uring COMMAND [ARG...]
  *
- * It fails (exit 125) rather than run the command unfiltered: a suite
- * that silently ran on io_uring would prove nothing. */
+ * It fails (exit 125) rather than run the command unfiltered, and sets
+ * TIDE_EXPECT_REACTOR=epoll, which tests/harness.c checks in every rank
+ * it starts: a suite that silently ran on io_uring would prove nothing. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,6 +28,8 @@ int main(int argc, char **argv)
                 strerror(errno));
         return 125;
     }
+    /* The test harness checks every rank it starts really runs on epoll. */
+    setenv("TIDE_EXPECT_REACTOR", "epoll", 1);
     execvp(argv[1], argv + 1);
     fprintf(stderr, "deny-io-uring: %s: %s\n", argv[1], strerror(errno));
     return 127;

@@ -148,6 +148,11 @@ static int run_body(int rank, int port, void *p)
     tide_comm *comm;
     int rc = tide_init_with(&comm, &cfg);
     EXPECT(rc == 0, "tide_init_with: %s", tide_err_name(rc));
+    /* Set by deny-io-uring: a suite meant for epoll must not pass on
+     * io_uring by accident. */
+    const char *want = getenv("TIDE_EXPECT_REACTOR");
+    EXPECT(!want || !strcmp(tide_comm_reactor(comm), want), "running on %s, not %s",
+           tide_comm_reactor(comm), want);
     bc->body(comm, bc->arg);
     EXPECT_OK(tide_finalize(comm));
     return 0;

@@ -243,7 +243,7 @@ static void perf_checks_every_collective(void **state)
         assert_non_null(strstr(r.out, "# Avg bus bandwidth    : "));
         assert_int_equal(for_each_row(&r, expect_checked_row, c), c->rows);
         static const char *const keys[] = {
-            "tool", "op", "ranks", "bytes", "count", "dtype", "redop", "root", "algo",
+            "tool", "reactor", "op", "ranks", "bytes", "count", "dtype", "redop", "root", "algo",
             "inplace", "time_us", "algbw_gbps", "busbw_gbps", "wrong", NULL};
         expect_json(json, keys, c->rows * (c->inplace ? 2 : 1));
         free(r.out);
@@ -276,7 +276,7 @@ static void overlap_runs_both_compute_models(void **state)
 {
     char json[PATH_MAX];
     json_path(json, sizeof json);
-    static const char *const keys[] = {"tool", "op", "ranks", "bytes", "compute", "tests",
+    static const char *const keys[] = {"tool", "reactor", "op", "ranks", "bytes", "compute", "tests",
                                        "t_pure_us", "t_cpu_us", "t_overall_us", "overlap_pct",
                                        NULL};
     const char *busy[] = {"-b", "8", "-e", "64K", "-f", "64", "-n", "3", "-w", "1",

@@ -6,7 +6,9 @@
 #
 #   tools/compare.sh [--quick] [--out DIR] [--build DIR]
 #
-# Measures allreduce, allgather, reduce_scatter and broadcast (float32 sum,
+# Measures tide twice, on its io_uring reactor and on epoll (TIDE_REACTOR,
+# the reactor tide falls back to in containers), then its peers:
+# allreduce, allgather, reduce_scatter and broadcast (float32 sum,
 # 8 B to 64 MiB by factors of 4, on 2 and 4 ranks; the 2-rank allreduce
 # also at the anchor sizes of issue 3, 64 KiB, 1 MiB and 16 MiB, which
 # those factors step over) with tide-perf and its
@@ -15,7 +17,7 @@
 # same method for MPI_Iallreduce and Gloo's async all_reduce); and the raw
 # loopback limits (tools/loopback_limits.c).  Then tools/compare_report.py
 # prints the side-by-side tables and writes DIR/compare.json, table.md and
-# compare.png (DIR defaults to BUILD/compare, BUILD to build).  About 11
+# compare.png (DIR defaults to BUILD/compare, BUILD to build).  About 14
 # minutes on 2 cores; --quick runs a few sizes only, to check the pipeline.
 #
 # Installs what is missing with apt-get when run as root (Open MPI,
@@ -118,6 +120,11 @@ EOF
 
 # ------------------------------------------------------------------- runs
 
+# tide's systems differ in their reactor only; the records say which ran.
+reactor_of() {
+  [[ $1 == tide-epoll ]] && echo epoll || echo io_uring
+}
+
 # One system on one band of sizes: SYSTEM RANKS PASS, with sweep=(...) set.
 # Open MPI and Gloo take all the collectives in one launch; tide-perf
 # takes one per launch (its startup is milliseconds).
@@ -126,10 +133,10 @@ bench() {
   local oplist
   oplist=$(IFS=,; echo "${ops[*]}")
   case $sys in
-    tide)
+    tide|tide-epoll)
       for op in "${ops[@]}"; do
-        step "tide-$op-$tag" "${tide_run[@]}" -n "$n" -- "$build/tools/tide-perf" --op "$op" \
-          "${sweep[@]}" -c 1 --json "$raw/tide-$op-$tag.json"
+        step "$sys-$op-$tag" env TIDE_REACTOR="$(reactor_of "$sys")" "${tide_run[@]}" -n "$n" -- \
+          "$build/tools/tide-perf" --op "$op" "${sweep[@]}" -c 1 --json "$raw/$sys-$op-$tag.json"
       done ;;
     ompi-tcp|ompi-sm)
       local -n mca=ompi_${sys#ompi-}
@@ -145,9 +152,10 @@ bench() {
 overlap() {
   local sys=$1 n=$2 compute=$4 tag="p$3-overlap-$4-n$2"
   case $sys in
-    tide)
-      step "tide-$tag" "${tide_run[@]}" -n "$n" -- "$build/tools/tide-overlap" --op allreduce \
-        "${sweep[@]}" --compute "$compute" --json "$raw/tide-$tag.json" ;;
+    tide|tide-epoll)
+      step "$sys-$tag" env TIDE_REACTOR="$(reactor_of "$sys")" "${tide_run[@]}" -n "$n" -- \
+        "$build/tools/tide-overlap" --op allreduce "${sweep[@]}" --compute "$compute" \
+        --json "$raw/$sys-$tag.json" ;;
     ompi-tcp|ompi-sm)
       local -n mca=ompi_${sys#ompi-}
       step "$sys-$tag" "${mpirun_base[@]}" "${mca[@]}" -np "$n" "$build/tools/mpi-coll-bench" \
@@ -158,7 +166,7 @@ overlap() {
   esac
 }
 
-systems=(tide ompi-tcp ompi-sm gloo)
+systems=(tide tide-epoll ompi-tcp ompi-sm gloo)
 for pass in $(seq "$passes"); do
   step "loopback-limits-p$pass" "$build/tools/loopback-limits" "${loopback[@]}" \
     --json "$raw/loopback-p$pass.json"
