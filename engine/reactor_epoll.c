@@ -21,8 +21,8 @@
  * and an fd read with read(2) (the wake-up eventfd) is made O_NONBLOCK.
  *
  * A spinning driver's pass costs no system call unless a socket operation
- * waits for an edge: the wake-up eventfd matters only to a driver that
- * sleeps, and a sleeping run always asks epoll. */
+ * waits for an edge, or a sleeper saw edges: the wake-up eventfd matters
+ * only to a driver that sleeps, and a sleeping run always asks epoll. */
 #include "engine/reactor.h"
 
 #include <errno.h>
@@ -76,6 +76,12 @@ struct epoll_be {
     /* Posted or finished operations, for a sleeper in another thread: it
      * must not sleep while any exist, since no edge will come for them. */
     _Atomic unsigned unrun;
+    /* A sleeper woke because edges wait in epoll's ready list: the next
+     * run reaps them even if it would not wait.  Otherwise one that only
+     * the wake-up eventfd waits for (a job of one rank) leaves the edge
+     * there, and the epoll fd stays readable: every later sleep returned
+     * at once (measured: 294 ms of CPU in 300 ms of idling). */
+    _Atomic bool edges_seen;
 };
 
 static struct epoll_be *be_of(struct tide__reactor *r)
@@ -423,7 +429,7 @@ static int ep_run(struct tide__reactor *r, uint64_t wait_ns)
     try_posted(be);
     if (be->ndone)
         wait_ns = 0; /* completions are ready: look, don't sleep */
-    if (wait_ns || be->nwaiting_io)
+    if (wait_ns || be->nwaiting_io || atomic_exchange(&be->edges_seen, false))
         reap_edges(be, wait_ns);
     return dispatch(r);
 }
@@ -438,7 +444,8 @@ static void ep_sleep(struct tide__reactor *r, uint64_t wait_ns)
     struct pollfd pfd = {.fd = be->epfd, .events = POLLIN};
     struct timespec ts = {.tv_sec = (time_t)(wait_ns / 1000000000ull),
                           .tv_nsec = (long)(wait_ns % 1000000000ull)};
-    ppoll(&pfd, 1, wait_ns == UINT64_MAX ? NULL : &ts, NULL);
+    if (ppoll(&pfd, 1, wait_ns == UINT64_MAX ? NULL : &ts, NULL) > 0)
+        atomic_store(&be->edges_seen, true);
 }
 
 const struct tide__reactor_ops tide__reactor_epoll = {
