@@ -8,6 +8,8 @@
 #include "collectives/coll.h"
 #include "engine/log.h"
 
+#include <stdio.h>
+
 struct barrier_op {
     tide_req req;
     int round;   /* current round, from 0 */
@@ -54,7 +56,14 @@ static void barrier_step(tide_req *req, tide__msg *m)
     post_round(op);
 }
 
-static const struct tide__op_vtbl barrier_vtbl = {"barrier", barrier_start, barrier_step, NULL};
+static void barrier_describe(const tide_req *req, char *buf, size_t len)
+{
+    const struct barrier_op *op = (const struct barrier_op *)req;
+    snprintf(buf, len, "round %d of %d", op->round + 1, op->rounds);
+}
+
+static const struct tide__op_vtbl barrier_vtbl = {"barrier", barrier_start, barrier_step, NULL,
+                                                  barrier_describe};
 
 const struct tide__algo tide__algo_dissemination_barrier = {"dissemination",
                                                             sizeof(struct barrier_op),

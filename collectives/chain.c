@@ -23,6 +23,7 @@
 #include "collectives/coll.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 /* Messages in flight each way.  Eight chunks of up to 256 KiB keep 2 MiB
  * moving per link, beyond a loopback or datacenter link's
@@ -183,8 +184,16 @@ static void chain_step(tide_req *req, tide__msg *m)
     pump(op);
 }
 
+static void chain_describe(const tide_req *req, char *buf, size_t len)
+{
+    const struct chain_op *op = (const struct chain_op *)req;
+    snprintf(buf, len, "chunk %u of %u (%u arrived, %u forwarded)",
+             op->recvs_done < op->nchunks ? op->recvs_done + 1 : op->nchunks, op->nchunks,
+             op->recvs_done, op->sends_done);
+}
+
 static const struct tide__op_vtbl chain_vtbl = {"collective", chain_start, chain_step,
-                                                tide__coll_release};
+                                                tide__coll_release, chain_describe};
 
 const struct tide__algo tide__algo_chain_bcast = {"chain", sizeof(struct chain_op), &chain_vtbl,
                                                   NULL};

@@ -2,6 +2,7 @@
  * collective's signature, blocks, scratch, and the round driver. */
 #include "collectives/coll.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,8 +166,14 @@ static void rounds_step(tide_req *req, tide__msg *m)
         advance(c);
 }
 
+static void rounds_describe(const tide_req *req, char *buf, size_t len)
+{
+    const struct tide__coll *c = (const struct tide__coll *)req;
+    snprintf(buf, len, "round %d of %d", c->round + 1, c->nrounds);
+}
+
 const struct tide__op_vtbl tide__coll_vtbl = {"collective", rounds_start, rounds_step,
-                                              tide__coll_release};
+                                              tide__coll_release, rounds_describe};
 
 /* ---- a group of one: the result is the input ---- */
 
@@ -180,6 +187,6 @@ static void local_start(tide_req *req)
 }
 
 static const struct tide__op_vtbl local_vtbl = {"collective", local_start, NULL,
-                                                tide__coll_release};
+                                                tide__coll_release, NULL};
 
 const struct tide__algo tide__algo_local = {"local", sizeof(struct tide__coll), &local_vtbl, NULL};

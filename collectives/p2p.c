@@ -22,8 +22,8 @@ static void p2p_step(tide_req *req, tide__msg *m)
     tide__req_succeed(req);
 }
 
-static const struct tide__op_vtbl send_vtbl = {"send", p2p_start, p2p_step, NULL};
-static const struct tide__op_vtbl recv_vtbl = {"recv", p2p_start, p2p_step, NULL};
+static const struct tide__op_vtbl send_vtbl = {"send", p2p_start, p2p_step, NULL, NULL};
+static const struct tide__op_vtbl recv_vtbl = {"recv", p2p_start, p2p_step, NULL, NULL};
 
 static int check_args(const char *fn, tide_comm *comm, const void *buf, size_t bytes, int peer,
                       int tag, tide_req **req)

@@ -54,6 +54,7 @@
  */
 #include "collectives/coll.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define WINDOW 2            /* receives and sends in flight */
@@ -317,8 +318,18 @@ static void ring_start(tide_req *req)
     pump(o);
 }
 
+/* Units count (step, chunk) pairs; the step is the ring's round. */
+static void ring_describe(const tide_req *req, char *buf, size_t len)
+{
+    const struct ring_op *o = (const struct ring_op *)req;
+    int t = o->first + (o->nchunks ? (int)(o->done_base / (uint64_t)o->nchunks) : 0);
+    snprintf(buf, len, "step %d of %d (%llu of %llu units arrived, %llu sent)", t - o->first + 1,
+             o->last - o->first, (unsigned long long)o->done_base,
+             (unsigned long long)o->units, (unsigned long long)o->sends_done);
+}
+
 static const struct tide__op_vtbl ring_vtbl = {"collective", ring_start, ring_step,
-                                               tide__coll_release};
+                                               tide__coll_release, ring_describe};
 
 const struct tide__algo tide__algo_ring_allreduce = {"ring", sizeof(struct ring_op), &ring_vtbl,
                                                      NULL};

@@ -87,6 +87,9 @@ struct tide__op_vtbl {
      * memory); runs once as the request completes, success or failure,
      * when the transport holds none of its messages any more. */
     void (*release)(tide_req *req);
+    /* Reactor thread, optional: where the algorithm stands ("round 2 of
+     * 3"), for a deadline's message and the flight recorder. */
+    void (*describe)(const tide_req *req, char *buf, size_t len);
 };
 
 enum { TIDE_REQ_PENDING = 0, TIDE_REQ_DONE = 1, TIDE_REQ_WAITER = 2 };
@@ -111,6 +114,8 @@ struct tide_req {
     uint64_t seq;              /* collective sequence (0 for p2p) */
     struct tide__frame sig;    /* collectives: kind, dtype, redop, root, count */
     bool told_by_peer;         /* failed by a peer's poison: do not echo it */
+    int lost;                  /* 1 + world rank of the lost peer its failure
+                                  stems from; 0: none (poison frames carry it) */
     int late_err;              /* reports comm's late failure instead of running */
     int status;                /* final result, valid once DONE */
     int failing;               /* first error, while messages drain */
@@ -120,13 +125,14 @@ struct tide_req {
     tide_req *act_prev, *act_next; /* in the context's active list */
     struct tide__seqmap_node by_seq; /* collectives: in ctx->running */
     size_t bytes;                  /* receive: bytes that arrived */
+    size_t op_bytes;               /* what the call moves (tide__req_submit) */
     uint64_t trace_t0;     /* TIDE_TRACE: when it started */
     uint64_t trace_bytes;  /* TIDE_TRACE: bytes its messages moved */
     const char *opname;    /* in messages: vt->name unless set */
     const char *algorithm;
     unsigned size_class; /* which pool it returns to */
     tide_req *pool_next;
-    char message[320];
+    char message[512]; /* a deadline's lists every peer it waits for */
     /* operation-specific state follows in the enclosing struct */
 };
 
@@ -312,6 +318,18 @@ void tide__ctl_msg_done(tide__msg *m);
 void tide__notes_free(struct tide__ctx *ctx);
 /* Handle what the transport reported (early frames, poison). */
 int tide__inbox_process(struct tide__ctx *ctx);
+
+/* ---- waiting.c: what a pending request waits for ---- */
+
+/* The distinct world ranks req's incomplete messages of direction dir
+ * go to or come from: up to max of them into peers; returns how many
+ * there are (possibly more than max). */
+int tide__req_waits_on(const tide_req *req, enum tide__msg_dir dir, int *peers, int max);
+/* "allreduce of 8 float (sum) on comm 1, 32 bytes, algorithm ring at
+ * round 1 of 2; no data yet from rank 3; sends not taken by rank 1". */
+void tide__req_describe_wait(const tide_req *req, char *buf, size_t len);
+/* Only the peers: "no data yet from rank 3; sends not taken by rank 1". */
+void tide__req_describe_peers(const tide_req *req, char *buf, size_t len);
 
 /* ---- async_error.c: failures learned after the fact ---- */
 

@@ -70,7 +70,7 @@ void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *thei
 }
 
 static void send_poison(struct tide__ctx *ctx, int world_peer, uint32_t comm_id, uint64_t seq,
-                        int err, const char *text)
+                        int err, int lost, const char *text)
 {
     struct ctl_msg *cm = calloc(1, sizeof *cm);
     if (!cm)
@@ -84,7 +84,7 @@ static void send_poison(struct tide__ctx *ctx, int world_peer, uint32_t comm_id,
     m->hdr.comm_id = comm_id;
     m->hdr.seq = seq;
     m->hdr.tag = (uint32_t)-err;
-    m->hdr.root = -1;
+    m->hdr.root = lost - 1; /* the origin of a loss, so that third ranks name it */
     m->buf = cm->text;
     m->len = strlen(cm->text);
     ctx->tp->ops->post(ctx->tp, m);
@@ -95,14 +95,15 @@ void tide__ctl_msg_done(tide__msg *m)
     free(container_of(m, struct ctl_msg, m));
 }
 
-/* Poison (comm, seq) at every other reachable rank of comm. */
-static void poison_all(struct tide__ctx *ctx, tide_comm *comm, uint64_t seq, int err,
+/* Poison (comm, seq) at every other reachable rank of comm; lost: 1 +
+ * the world rank whose loss it stems from, or 0. */
+static void poison_all(struct tide__ctx *ctx, tide_comm *comm, uint64_t seq, int err, int lost,
                        const char *text)
 {
     for (int r = 0; r < comm->size; r++) {
         int w = comm->world_of ? comm->world_of[r] : r;
         if (w != ctx->rank && !ctx->tp->ops->peer_reason(ctx->tp, w))
-            send_poison(ctx, w, comm->id, seq, err, text);
+            send_poison(ctx, w, comm->id, seq, err, lost, text);
     }
 }
 
@@ -120,7 +121,7 @@ void tide__collective_failed(tide_req *req, int err, const char *detail)
     if (comm->nfailed < comm->failed_cap)
         comm->failed[comm->nfailed++] = req->seq;
     if (!req->told_by_peer && !req->ctx->broken)
-        poison_all(req->ctx, comm, req->seq, err, detail);
+        poison_all(req->ctx, comm, req->seq, err, req->lost, detail);
 }
 
 /* Where comm remembers collective seq, if it is recent enough. */
@@ -228,7 +229,7 @@ static void check_unexpected(struct tide__ctx *ctx, int peer, const struct tide_
         tide__describe_signature(f, theirs, sizeof theirs);
         snprintf(text, sizeof text, "it had finished %s when rank %d sent a frame of %s", mine,
                  peer, theirs);
-        poison_all(ctx, comm, f->seq, TIDE_EMISMATCH, text);
+        poison_all(ctx, comm, f->seq, TIDE_EMISMATCH, 0, text);
         tide__async_error_record(comm, f->seq, TIDE_EMISMATCH,
                                  "collective %llu (%s) had succeeded here when rank %d sent a "
                                  "frame of %s for it",
@@ -239,9 +240,26 @@ static void check_unexpected(struct tide__ctx *ctx, int peer, const struct tide_
     add_note(ctx, &n);
 }
 
-static void fail_from_peer(tide_req *req, int err, int peer, const char *text)
+/* A peer's poison f (with its account, text) fails req.  A loss names
+ * the rank lost first: with 4 ranks and rank 3 killed, rank 0 may hear
+ * from rank 2 before its own link to rank 3 breaks, and "rank 2
+ * reported" alone points at the wrong rank. */
+static void fail_from_peer(tide_req *req, int err, int peer, const struct tide__frame *f,
+                           const char *text)
 {
     req->told_by_peer = true; /* no echo back */
+    if (err == TIDE_EPEER && f->root >= 0 && f->root < req->ctx->size) {
+        req->lost = f->root + 1;
+        tide__req_fail(req, err, "rank %d was lost; rank %d reported: %s", f->root, peer, text);
+        return;
+    }
+    if (err == TIDE_ETIMEDOUT && req->live) {
+        /* Its deadline is the peer's; what this rank waits for is news. */
+        char here[160];
+        tide__req_describe_peers(req, here, sizeof here);
+        tide__req_fail(req, err, "rank %d reported: %s; here: %s", peer, text, here);
+        return;
+    }
     tide__req_fail(req, err, "rank %d reported: %s", peer, text);
 }
 
@@ -252,7 +270,7 @@ static void apply_poison(struct tide__ctx *ctx, int peer, const struct tide__fra
     int err = tide__frame_poison_error(f);
     tide_req *req = find_active(ctx, f->comm_id, f->seq);
     if (req) {
-        fail_from_peer(req, err, peer, text);
+        fail_from_peer(req, err, peer, f, text);
         return;
     }
     tide_comm *comm = ended_here(ctx, f->comm_id, f->seq);
@@ -327,7 +345,7 @@ int tide__inbox_process(struct tide__ctx *ctx)
 static bool fails_on(tide_req *req, const struct tide__note *n)
 {
     if (n->err) {
-        fail_from_peer(req, n->err, n->peer, n->text);
+        fail_from_peer(req, n->err, n->peer, &n->sig, n->text);
         return true;
     }
     if (!tide__frame_same_signature(&req->sig, &n->sig)) {

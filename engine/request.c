@@ -186,6 +186,7 @@ int tide__req_submit(tide_req *req, size_t bytes)
     struct tide__ctx *ctx = req->ctx;
     req->start_cmd.kind = TIDE_CMD_START;
     req->start_cmd.req = req;
+    req->op_bytes = bytes;
     if (ctx->trace)
         tide__trace_post(ctx->trace, req);
     bool here = tide__take_wait_next() || bytes < START_HERE_MAX_BYTES;
@@ -284,7 +285,7 @@ void tide__req_fail(tide_req *req, int err, const char *fmt, ...)
         return; /* the first error wins */
     req->failing = err;
 
-    char detail[240];
+    char detail[400];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
@@ -315,6 +316,8 @@ static void fail_from_msg(tide_req *req, tide__msg *m)
     struct tide__transport *tp = req->ctx->tp;
     const char *why = tp->ops->peer_reason(tp, m->peer);
     const char *dir = m->dir == TIDE_MSG_SEND ? "send to" : "receive from";
+    if (m->status == TIDE_EPEER)
+        req->lost = m->peer + 1; /* the origin that poison frames carry on */
     if (m->status == TIDE_EPEER && why)
         tide__req_fail(req, m->status, "%s rank %d (tag %u) failed: %s", dir, m->peer,
                        m->hdr.tag, why);
@@ -359,10 +362,15 @@ int tide__ctx_deliver(struct tide__ctx *ctx)
     return n;
 }
 
+/* The account says what the request still waits for, so that the ranks'
+ * messages together show who is behind: "no data yet from rank 3". */
 void tide__req_expire(tide_req *req)
 {
-    tide__req_fail(req, TIDE_ETIMEDOUT, "did not complete within its deadline (TIDE_TIMEOUT=%g s)",
-                   req->ctx->cfg.timeout_s);
+    char waits[320];
+    tide__req_describe_wait(req, waits, sizeof waits);
+    tide__req_fail(req, TIDE_ETIMEDOUT,
+                   "did not complete within its deadline (TIDE_TIMEOUT=%g s): %s",
+                   req->ctx->cfg.timeout_s, waits);
 }
 
 void tide__ctx_fail_all(struct tide__ctx *ctx, int err, const char *why)

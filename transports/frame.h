@@ -48,6 +48,7 @@ enum tide__op_kind {
     TIDE_KIND_SCATTER = 11,
     TIDE_KIND_ALLTOALL = 12,
     TIDE_KIND_POISON = 13, /* a peer failed collective (comm, seq): tag = -error,
+                            * root = world rank whose loss caused it or -1,
                             * payload = its account (engine/mismatch.c) */
     TIDE_KIND_MAX_ = 64 /* kinds above this are rejected as corrupt */
 };
