@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-static const char *kind_name(uint8_t kind)
+const char *tide__kind_name(uint8_t kind)
 {
     static const char *names[] = {"?", "p2p", "barrier", "allreduce", "broadcast", "reduce",
                                   "allgather", "allgatherv", "reduce_scatter", "reduce_scatterv",
@@ -18,7 +18,7 @@ static const char *kind_name(uint8_t kind)
 
 void tide__describe_signature(const struct tide__frame *s, char *buf, size_t len)
 {
-    const char *kind = kind_name(s->kind);
+    const char *kind = tide__kind_name(s->kind);
     if (s->kind == TIDE_KIND_BARRIER) {
         snprintf(buf, len, "barrier");
         return;

@@ -107,6 +107,7 @@ void tide__ctx_unref(struct tide__ctx *ctx)
 {
     if (atomic_fetch_sub(&ctx->refs, 1) != 1)
         return;
+    tide__rec_teardown(ctx); /* first: its thread may still take the drive right */
     tide__req_pool_free(ctx);
     tide__scratch_free_all(ctx);
     tide__notes_free(ctx);

@@ -26,6 +26,7 @@
 #include "engine/clock.h"
 #include "engine/mpsc.h"
 #include "engine/reactor.h"
+#include "engine/recorder.h"
 #include "engine/seqmap.h"
 #include "engine/timer_heap.h"
 #include "tide.h"
@@ -127,6 +128,7 @@ struct tide_req {
     size_t bytes;                  /* receive: bytes that arrived */
     size_t op_bytes;               /* what the call moves (tide__req_submit) */
     uint64_t trace_t0;     /* TIDE_TRACE: when it started */
+    uint64_t t_post;       /* collectives: when the caller posted it (recorder.c) */
     uint64_t trace_bytes;  /* TIDE_TRACE: bytes its messages moved */
     const char *opname;    /* in messages: vt->name unless set */
     const char *algorithm;
@@ -159,6 +161,7 @@ struct tide_comm {
     uint64_t late_seq;         /* reactor: the last collective recorded late */
     char late_text[232];
     tide_comm *next;           /* in the context's list of comms */
+    struct tide__recorder rec; /* reactor: its last collectives (recorder.c) */
 };
 
 #define TIDE_POOL_CLASSES 16
@@ -172,6 +175,7 @@ struct tide__ctx {
     bool spin_yields; /* a spinning waiter yields on idle passes (comm.c: spin_yields) */
     bool inline_mode;
     struct tide__trace *trace; /* TIDE_TRACE recording (trace.h), or NULL */
+    struct tide__rec_ctx rec;  /* flight recorder dumps (recorder_dump.c) */
 
     /* progress */
     pthread_mutex_t drive_lock; /* thread mode: its holder drives the reactor */
@@ -298,9 +302,11 @@ void tide__req_pool_free(struct tide__ctx *ctx);
 
 /* ---- mismatch.c: ranks that called different collectives ---- */
 
-/* "allreduce of 1000 float (sum)", for messages.  Provided by the
+/* "allreduce of 1000 float (sum)", for messages; "allreduce", the name
+ * of a TIDE_KIND_*, for the flight recorder's dumps.  Provided by the
  * collective layer (collectives/signature.c), which knows the names of
  * collectives and their algorithms; the engine knows neither. */
+const char *tide__kind_name(uint8_t kind);
 void tide__describe_signature(const struct tide__frame *s, char *buf, size_t len);
 /* Fail req with TIDE_EMISMATCH, saying what world rank peer called. */
 void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *theirs);
@@ -330,6 +336,30 @@ int tide__req_waits_on(const tide_req *req, enum tide__msg_dir dir, int *peers, 
 void tide__req_describe_wait(const tide_req *req, char *buf, size_t len);
 /* Only the peers: "no data yet from rank 3; sends not taken by rank 1". */
 void tide__req_describe_peers(const tide_req *req, char *buf, size_t len);
+
+/* ---- recorder.c, recorder_dump.c, recorder_signal.c: the flight recorder ---- */
+
+/* Reactor: collective req starts / ended with status (0 or TIDE_E*). */
+void tide__rec_start(tide_req *req);
+void tide__rec_end(tide_req *req, int status);
+/* Reactor: req failed with err; its message is final.  Keeps the
+ * comm's first error and dumps (at most once a second) when dumps are on. */
+void tide__rec_failed(tide_req *req, int err);
+/* Reactor: write this rank's dump now (TIDE_DUMP_DIR set); reason is
+ * "deadline", "error" or "signal".  0 or a TIDE_E*. */
+int tide__rec_dump(struct tide__ctx *ctx, const char *reason);
+/* Reactor, each turn: a dump the signal asked for.  Cheap when none. */
+static inline void tide__rec_poll(struct tide__ctx *ctx)
+{
+    if (atomic_load_explicit(&ctx->rec.dump_wanted, memory_order_relaxed) &&
+        atomic_exchange(&ctx->rec.dump_wanted, 0))
+        tide__rec_dump(ctx, "signal");
+}
+/* Reactor, at the first collective: read TIDE_DUMP_DIR and, when set,
+ * arm the dump signal (recorder_signal.c). */
+void tide__rec_setup(struct tide__ctx *ctx);
+/* Any thread, before ctx is freed: stop the signal's thread. */
+void tide__rec_teardown(struct tide__ctx *ctx);
 
 /* ---- async_error.c: failures learned after the fact ---- */
 

@@ -134,6 +134,8 @@ static void finish(tide_req *req, int status)
     struct tide__ctx *ctx = req->ctx;
     req->finished = true;
     req->status = status;
+    if (req->seq)
+        tide__rec_end(req, status);
     unlink_active(ctx, req);
     tide__timer_disarm(ctx->timers, &req->timer);
     if (req->vt->release)
@@ -154,6 +156,8 @@ static void start(tide_req *req)
     struct tide__ctx *ctx = req->ctx;
     if (ctx->trace)
         req->trace_t0 = tide__now_ns();
+    if (req->seq)
+        tide__rec_start(req);
     if (link_active(ctx, req) < 0) {
         tide__req_fail(req, TIDE_ENOMEM, "cannot start: out of memory indexing it");
         return;
@@ -187,6 +191,8 @@ int tide__req_submit(tide_req *req, size_t bytes)
     req->start_cmd.kind = TIDE_CMD_START;
     req->start_cmd.req = req;
     req->op_bytes = bytes;
+    if (req->seq)
+        req->t_post = tide__ctx_now(ctx);
     if (ctx->trace)
         tide__trace_post(ctx->trace, req);
     bool here = tide__take_wait_next() || bytes < START_HERE_MAX_BYTES;
@@ -293,8 +299,10 @@ void tide__req_fail(tide_req *req, int err, const char *fmt, ...)
     snprintf(req->message, sizeof req->message, "rank %d: %s (seq %llu): %s: %s",
              req->comm->rank, req->opname, (unsigned long long)req->seq, detail,
              tide_strerror(err));
-    if (req->seq)
+    if (req->seq) {
         tide__collective_failed(req, err, detail);
+        tide__rec_failed(req, err);
+    }
 
     struct tide__transport *tp = req->ctx->tp;
     tide__msg *m = req->live;
@@ -338,6 +346,7 @@ static void trace_msg(struct tide__trace *tr, tide_req *req, const tide__msg *m)
 
 int tide__ctx_deliver(struct tide__ctx *ctx)
 {
+    tide__rec_poll(ctx);
     int n = ctx->ninbox ? tide__inbox_process(ctx) : 0;
     tide__msg *m;
     while ((m = tide__msgq_pop(&ctx->done))) {

@@ -1,0 +1,71 @@
+/* recorder.c - the flight recorder's ring: each collective is written into
+ * its communicator's slot seq % TIDE_REC_OPS as it starts and updated as
+ * it ends, on the reactor thread.  The post time travels on the request
+ * (set by the caller's thread before the hand-over), so nothing here is
+ * shared with user threads.
+ *
+ * Cost: a handful of stores per collective and one clock read at its end
+ * (the post time is read anyway for the deadline); README.md gives the
+ * measured overhead on small allreduces. */
+#include "engine/context.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static struct tide__rec_op *slot(tide_comm *comm, uint64_t seq)
+{
+    return &comm->rec.ops[seq % TIDE_REC_OPS];
+}
+
+void tide__rec_start(tide_req *req)
+{
+    struct tide__ctx *ctx = req->ctx;
+    if (!ctx->rec.ready)
+        tide__rec_setup(ctx);
+    struct tide__rec_op *op = slot(req->comm, req->seq);
+    op->seq = req->seq;
+    op->t_post = req->t_post;
+    op->t_start = tide__ctx_now(ctx);
+    op->t_end = 0;
+    op->count = req->sig.count;
+    op->bytes = req->op_bytes;
+    op->algorithm = req->algorithm;
+    op->root = req->sig.root;
+    op->status = 0;
+    op->kind = req->sig.kind;
+    op->dtype = req->sig.dtype;
+    op->redop = req->sig.redop;
+    op->state = TIDE_REC_STARTED;
+}
+
+void tide__rec_end(tide_req *req, int status)
+{
+    struct tide__rec_op *op = slot(req->comm, req->seq);
+    if (op->seq != req->seq)
+        return; /* overwritten: TIDE_REC_OPS newer ones started meanwhile */
+    op->t_end = tide__ctx_now(req->ctx);
+    op->status = status;
+    op->state = status ? TIDE_REC_FAILED : TIDE_REC_DONE;
+}
+
+/* Automatic dumps at most this often: the first failure's picture is the
+ * one that explains; the poison it sends fails the rest a moment later. */
+#define AUTO_DUMP_GAP_NS (1000ull * 1000 * 1000)
+
+void tide__rec_failed(tide_req *req, int err)
+{
+    struct tide__ctx *ctx = req->ctx;
+    struct tide__recorder *rec = &req->comm->rec;
+    if (!rec->first_error[0])
+        snprintf(rec->first_error, sizeof rec->first_error, "%s", req->message);
+    struct tide__rec_op *op = slot(req->comm, req->seq);
+    if (op->seq == req->seq)
+        op->status = err; /* still running until its messages drain */
+    if (!ctx->rec.dir[0] || ctx->broken == TIDE_EABORTED)
+        return;
+    uint64_t now = tide__ctx_now(ctx);
+    if (ctx->rec.last_auto_ns && now - ctx->rec.last_auto_ns < AUTO_DUMP_GAP_NS)
+        return;
+    ctx->rec.last_auto_ns = now;
+    tide__rec_dump(ctx, err == TIDE_ETIMEDOUT ? "deadline" : "error");
+}
