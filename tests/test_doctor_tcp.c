@@ -1,0 +1,201 @@
+/* test_doctor_tcp.c - the flight recorder and tide-doctor on real rank
+ * processes (4 ranks, TIDE_DUMP_DIR set, a random victim rank):
+ *   - the victim stops (SIGSTOP) before collective #41: the survivors
+ *     dump at their deadline; then the victim is sent SIGUSR1 and resumed,
+ *     dumps from its signal thread, and the doctor says it never entered
+ *     allreduce #41 and that the others wait for it;
+ *   - the same, never resumed: the doctor says it left no dump and who
+ *     waits for it;
+ *   - the victim is killed: the doctor says it left no dump and was lost;
+ *   - the victim skips allreduce #41 and calls a barrier: the doctor names
+ *     the mismatch at #41. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "tests/harness.h"
+
+#define RANKS 4
+#define ROUNDS 40
+
+enum fault { STOPPED_RESUMED, STOPPED, KILLED, SKIPPED };
+
+struct shared {
+    volatile int victim;
+    volatile enum fault fault;
+    int answered; /* ranks past their failed collective */
+    char dir[128];
+};
+static struct shared *shm;
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&t, NULL);
+}
+
+/* Until the n other ranks have answered (at most 15 s). */
+static void wait_answered(int n)
+{
+    for (int i = 0; i < 1500 && __atomic_load_n(&shm->answered, __ATOMIC_SEQ_CST) < n; i++)
+        sleep_ms(10);
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* A watchdog process: once the survivors have their errors, resume the
+ * stopped victim with SIGUSR1 pending (if asked) and give it time to
+ * dump, then kill it. */
+static void stop(bool resume)
+{
+    pid_t victim = getpid();
+    if (fork() == 0) {
+        wait_answered(RANKS - 1);
+        if (resume) {
+            char path[200];
+            snprintf(path, sizeof path, "%s/tide-dump-%d.json", shm->dir, shm->victim);
+            kill(victim, SIGUSR1);
+            kill(victim, SIGCONT);
+            for (int i = 0; i < 500 && !exists(path); i++)
+                sleep_ms(10);
+        }
+        kill(victim, SIGKILL);
+        _exit(0);
+    }
+    raise(SIGSTOP);
+    for (;;) /* resumed: its signal thread dumps; the watchdog ends it */
+        sleep_ms(100);
+}
+
+static void body(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm), v = shm->victim;
+    int32_t in[8] = {r}, out[8];
+    for (int i = 0; i < ROUNDS; i++)
+        EXPECT_OK(tide_allreduce(comm, in, out, 8, TIDE_INT32, TIDE_SUM));
+    if (r == v && (shm->fault == STOPPED || shm->fault == STOPPED_RESUMED))
+        stop(shm->fault == STOPPED_RESUMED);
+    if (r == v && shm->fault == KILLED)
+        raise(SIGKILL);
+    int rc;
+    if (r == v) /* SKIPPED: the victim goes straight to the next collective */
+        rc = tide_barrier(comm);
+    else
+        rc = tide_allreduce(comm, in, out, 8, TIDE_INT32, TIDE_SUM);
+    EXPECT(rc != 0, "collective #41 succeeded on rank %d", r);
+    __atomic_add_fetch(&shm->answered, 1, __ATOMIC_SEQ_CST);
+    wait_answered(shm->fault == SKIPPED ? RANKS : RANKS - 1);
+    EXPECT_OK(tide_comm_abort(comm)); /* the victim may be stopped: no waiting on it */
+}
+
+/* Run the job with fault, then the doctor; return its report. */
+static char *run_case(enum fault fault, int *victim)
+{
+    memset(shm, 0, sizeof *shm);
+    shm->fault = fault;
+    shm->victim = *victim = rand() % RANKS;
+    snprintf(shm->dir, sizeof shm->dir, "/tmp/tide-doctor-XXXXXX");
+    assert_non_null(mkdtemp(shm->dir));
+    setenv("TIDE_DUMP_DIR", shm->dir, 1);
+    struct harness_opts o;
+    harness_defaults(&o);
+    o.timeout_s = 2;
+    o.run_limit_s = 40;
+    int failed = harness_run(RANKS, &o, body, NULL);
+    unsetenv("TIDE_DUMP_DIR");
+    assert_int_equal(failed, fault == SKIPPED ? 0 : 1);
+
+    const char *doctor = getenv("TIDE_DOCTOR");
+    assert_non_null(doctor);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "%s %s; rm -rf %s", doctor, shm->dir, shm->dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    static char report[8192];
+    size_t n = fread(report, 1, sizeof report - 1, p);
+    report[n] = '\0';
+    pclose(p);
+    printf("victim %d:\n%s", *victim, report);
+    return report;
+}
+
+static void expect_in(const char *report, const char *want)
+{
+    if (!strstr(report, want))
+        fail_msg("the doctor did not say \"%s\"; it said:\n%s", want, report);
+}
+
+static void doctor_names_the_stopped_rank(void **state)
+{
+    int v;
+    char want[160];
+    const char *report = run_case(STOPPED_RESUMED, &v);
+    snprintf(want, sizeof want,
+             "rank %d never entered allreduce #41 on world (its last was #40, done, posted ", v);
+    expect_in(report, want);
+    expect_in(report, "wait for it");
+    expect_in(report, "dumps from 4 of 4 ranks");
+}
+
+static void doctor_names_the_silent_stopped_rank(void **state)
+{
+    int v;
+    char want[160];
+    const char *report = run_case(STOPPED, &v);
+    snprintf(want, sizeof want, "no dump from rank %d:", v);
+    expect_in(report, want);
+    snprintf(want, sizeof want, " for rank %d in allreduce #41 on world; rank %d left no dump", v,
+             v);
+    expect_in(report, want);
+}
+
+static void doctor_names_the_killed_rank(void **state)
+{
+    int v;
+    char want[160];
+    const char *report = run_case(KILLED, &v);
+    snprintf(want, sizeof want, "no dump from rank %d:", v);
+    expect_in(report, want);
+    snprintf(want, sizeof want, "rank %d was lost (ranks ", v);
+    expect_in(report, want);
+}
+
+static void doctor_names_the_skipped_collective(void **state)
+{
+    int v;
+    char want[160];
+    const char *report = run_case(SKIPPED, &v);
+    snprintf(want, sizeof want, "mismatch at #41 on world: rank %d called barrier; ", v);
+    expect_in(report, want);
+    expect_in(report, "called allreduce of 8 int32 (sum)\n");
+}
+
+int main(void)
+{
+    shm = mmap(NULL, sizeof *shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shm == MAP_FAILED)
+        return 1;
+    srand((unsigned)time(NULL));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(doctor_names_the_stopped_rank),
+        cmocka_unit_test(doctor_names_the_silent_stopped_rank),
+        cmocka_unit_test(doctor_names_the_killed_rank),
+        cmocka_unit_test(doctor_names_the_skipped_collective),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
