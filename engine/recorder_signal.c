@@ -68,7 +68,9 @@ static bool install(struct tide__ctx *ctx, int sig)
     struct sigaction old, sa;
     if (sigaction(sig, NULL, &old) != 0)
         return false;
-    if (old.sa_handler != SIG_DFL && old.sa_handler != on_signal) {
+    /* Ignored counts as free: tide-run --dump-on-timeout starts ranks so,
+     * lest its signal kill one that has not yet come here. */
+    if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN && old.sa_handler != on_signal) {
         tide__log(TIDE_LOG_WARN, ctx->rank,
                   "flight recorder: signal %d has a handler already; no dumps on it", sig);
         return false;

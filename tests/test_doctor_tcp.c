@@ -20,6 +20,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -185,6 +187,61 @@ static void doctor_names_the_skipped_collective(void **state)
     expect_in(report, "called allreduce of 8 int32 (sum)\n");
 }
 
+/* Reads fd to EOF into buf (NUL-terminated). */
+static void slurp(int fd, char *buf, size_t len)
+{
+    size_t n = 0;
+    ssize_t k;
+    while (n + 1 < len && (k = read(fd, buf + n, len - 1 - n)) > 0)
+        n += (size_t)k;
+    buf[n] = '\0';
+}
+
+/* tide-run --dump-on-timeout on a job whose rank 1 computes for 20 s
+ * instead of entering allreduce #11: every rank dumps on the signal (the
+ * sleeping one from its signal thread), and the doctor names it. */
+static void launcher_dump_on_timeout(void **state)
+{
+    const char *run = getenv("TIDE_RUN"), *prog = getenv("TIDE_HANG_RANK");
+    assert_non_null(run);
+    assert_non_null(prog);
+    char dir[] = "/tmp/tide-doctor-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    int out[2];
+    assert_int_equal(pipe(out), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], STDERR_FILENO);
+        setenv("TIDE_DUMP_DIR", dir, 1);
+        setenv("TIDE_TIMEOUT", "4", 1);
+        signal(SIGUSR1, SIG_DFL);
+        execl(run, run, "-n", "3", "--dump-on-timeout", "1.5", "--", prog, "1", "10", "20",
+              (char *)NULL);
+        _exit(126);
+    }
+    close(out[1]);
+    static char said[16384];
+    slurp(out[0], said, sizeof said);
+    close(out[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    if (!strstr(said, "asked every rank for a flight-recorder dump"))
+        fail_msg("tide-run did not ask for dumps; it said:\n%s", said);
+
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "%s %s; rm -rf %s", getenv("TIDE_DOCTOR"), dir, dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    static char report[8192];
+    size_t n = fread(report, 1, sizeof report - 1, p);
+    report[n] = '\0';
+    pclose(p);
+    printf("%s", report);
+    expect_in(report, "dumps from 3 of 3 ranks");
+    expect_in(report, "rank 1 never entered allreduce #11 on world (its last was #10, done, posted ");
+    expect_in(report, "ranks 0,2 wait for it");
+}
+
 int main(void)
 {
     shm = mmap(NULL, sizeof *shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -196,6 +253,7 @@ int main(void)
         cmocka_unit_test(doctor_names_the_silent_stopped_rank),
         cmocka_unit_test(doctor_names_the_killed_rank),
         cmocka_unit_test(doctor_names_the_skipped_collective),
+        cmocka_unit_test(launcher_dump_on_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -65,6 +65,7 @@ struct options {
     const char *addr; /* --addr; becomes MASTER_ADDR */
     bool no_prefix;   /* --no-prefix: ranks inherit stdout/stderr */
     int64_t grace_ms; /* --grace: SIGTERM to SIGKILL delay */
+    int64_t dump_after_ms; /* --dump-on-timeout: SIGUSR1 to all after this; 0: never */
     char **program;   /* argv after "--", NULL-terminated */
 };
 
@@ -82,6 +83,12 @@ static const char help_text[] =
     "  --no-prefix      ranks write straight to stdout/stderr, without\n"
     "                   the \"[rank] \" prefix on each line\n"
     "  --grace SECONDS  time between SIGTERM and SIGKILL (default: 5)\n"
+    "  --dump-on-timeout SECONDS\n"
+    "                   if the job still runs after SECONDS, send every rank\n"
+    "                   SIGUSR1: tide ranks write their flight-recorder dump\n"
+    "                   to TIDE_DUMP_DIR (default: ./tide-dumps-<pid>), for\n"
+    "                   tide-doctor; ranks start with SIGUSR1 ignored until\n"
+    "                   tide takes it, so the signal never kills one\n"
     "  -h, --help       print this help\n"
     "\n"
     "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
@@ -168,6 +175,19 @@ static bool apply_grace(struct options *opt, const char *value)
     return true;
 }
 
+static bool apply_dump_timeout(struct options *opt, const char *value)
+{
+    char *end;
+    double seconds = strtod(value, &end);
+
+    if (end == value || *end != '\0' || !(seconds > 0 && seconds <= 86400 * 365)) {
+        usage_error("--dump-on-timeout must be a positive number of seconds, not '%s'", value);
+        return false;
+    }
+    opt->dump_after_ms = (int64_t)(seconds * 1000 + 0.5);
+    return true;
+}
+
 struct value_option {
     const char *name;
     bool (*apply)(struct options *opt, const char *value);
@@ -178,6 +198,7 @@ static const struct value_option value_options[] = {
     {"--port", apply_port},
     {"--addr", apply_addr},
     {"--grace", apply_grace},
+    {"--dump-on-timeout", apply_dump_timeout},
 };
 
 /*
@@ -377,6 +398,27 @@ static int make_token(char hex[2 * TOKEN_BYTES + 1])
     return 0;
 }
 
+/* --dump-on-timeout: the ranks' TIDE_DUMP_DIR, made unless it exists. */
+static int setup_dump_dir(void)
+{
+    char dir[64];
+    const char *given = getenv("TIDE_DUMP_DIR");
+
+    if (!given || !*given) {
+        snprintf(dir, sizeof dir, "tide-dumps-%d", (int)getpid());
+        if (setenv("TIDE_DUMP_DIR", dir, 1) != 0) {
+            fprintf(stderr, "tide-run: setenv: %s\n", strerror(errno));
+            return -1;
+        }
+        given = dir;
+    }
+    if (mkdir(given, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "tide-run: cannot make %s: %s\n", given, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /*
  * Sets the variables every rank shares in our own environment, so that
  * fork passes them on; RANK and LOCAL_RANK are set in each child.
@@ -399,7 +441,7 @@ static int setup_environment(const struct options *opt)
         fprintf(stderr, "tide-run: setenv: %s\n", strerror(errno));
         return -1;
     }
-    return 0;
+    return opt->dump_after_ms ? setup_dump_dir() : 0;
 }
 
 /* ------------------------------------------------------------------ state */
@@ -438,6 +480,7 @@ struct launcher {
     bool killed;                    /* SIGKILL has been sent */
     int64_t kill_at_ms;             /* if stopping: when to SIGKILL */
     int64_t drain_until_ms;         /* if nothing is live: give up pipes */
+    int64_t dump_at_ms;             /* --dump-on-timeout: when to send SIGUSR1; 0: done */
     struct failure failure;
     char *scratch;          /* one prefixed line on its way out */
     struct pollfd *pfds;    /* signal_fd, then the open streams */
@@ -577,6 +620,10 @@ _Noreturn static void run_child(const struct launcher *l, int rank, int out_fd, 
     /* The mask, dispositions and limits survive exec: undo ours. */
     sigprocmask(SIG_SETMASK, &l->child_mask, NULL);
     sigaction(SIGPIPE, &l->child_sigpipe, NULL);
+    /* Until tide installs its dump handler (at the first collective), a
+     * SIGUSR1 from --dump-on-timeout must not kill the rank. */
+    if (l->opt.dump_after_ms)
+        signal(SIGUSR1, SIG_IGN);
     if (l->child_nofile.rlim_cur != 0)
         setrlimit(RLIMIT_NOFILE, &l->child_nofile);
     execvp(program, l->opt.program);
@@ -724,6 +771,15 @@ static void handle_deadlines(struct launcher *l)
 {
     int64_t now = now_ms();
 
+    if (l->dump_at_ms && l->live > 0 && now >= l->dump_at_ms) {
+        signal_all(l, SIGUSR1);
+        l->dump_at_ms = 0;
+        fprintf(stderr,
+                "tide-run: still running after %.1f s: asked every rank for a flight-recorder "
+                "dump; see: tide-doctor %s\n",
+                (double)l->opt.dump_after_ms / 1000, getenv("TIDE_DUMP_DIR"));
+    }
+
     if (l->stopping && !l->killed && l->live > 0 && now >= l->kill_at_ms) {
         signal_all(l, SIGKILL);
         l->killed = true;
@@ -740,6 +796,8 @@ static int poll_timeout(const struct launcher *l)
         deadline = l->kill_at_ms;
     if (l->live == 0 && l->drain_until_ms != 0)
         deadline = l->drain_until_ms;
+    if (l->dump_at_ms && l->live > 0 && (deadline < 0 || l->dump_at_ms < deadline))
+        deadline = l->dump_at_ms;
     if (deadline < 0)
         return -1;
     int64_t left = deadline - now_ms();
@@ -929,6 +987,8 @@ int main(int argc, char **argv)
         launcher_free(&l);
         return EXIT_FAILURE_LAUNCHER;
     }
+    if (l.opt.dump_after_ms)
+        l.dump_at_ms = now_ms() + l.opt.dump_after_ms;
     spawn_all(&l);
     int status = run_loop(&l) == 0 ? report_failure(&l.failure) : EXIT_FAILURE_LAUNCHER;
     launcher_free(&l);
