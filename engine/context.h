@@ -161,7 +161,8 @@ struct tide_comm {
     uint64_t late_seq;         /* reactor: the last collective recorded late */
     char late_text[232];
     tide_comm *next;           /* in the context's list of comms */
-    struct tide__recorder rec; /* reactor: its last collectives (recorder.c) */
+    struct tide__recorder *rec; /* reactor: its last collectives (recorder.c), made
+                                   at its first; NULL until then or if memory ran out */
 };
 
 #define TIDE_POOL_CLASSES 16

@@ -10,11 +10,12 @@
 #include "engine/context.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static struct tide__rec_op *slot(tide_comm *comm, uint64_t seq)
 {
-    return &comm->rec.ops[seq % TIDE_REC_OPS];
+    return &comm->rec->ops[seq % TIDE_REC_OPS];
 }
 
 void tide__rec_start(tide_req *req)
@@ -22,6 +23,15 @@ void tide__rec_start(tide_req *req)
     struct tide__ctx *ctx = req->ctx;
     if (!ctx->rec.ready)
         tide__rec_setup(ctx);
+    /* Simulated ranks have no files to dump to, and thousands of them
+     * would pay the rings' memory for nothing: only a context on real
+     * time records. */
+    if (ctx->drive != &tide__drive_reactor)
+        return;
+    /* Made at the first collective: a communicator that never runs one
+     * (and every simulated rank) costs nothing. */
+    if (!req->comm->rec && !(req->comm->rec = calloc(1, sizeof *req->comm->rec)))
+        return; /* no recording on this comm; the operation itself goes on */
     struct tide__rec_op *op = slot(req->comm, req->seq);
     op->seq = req->seq;
     op->t_post = req->t_post;
@@ -40,6 +50,8 @@ void tide__rec_start(tide_req *req)
 
 void tide__rec_end(tide_req *req, int status)
 {
+    if (!req->comm->rec)
+        return;
     struct tide__rec_op *op = slot(req->comm, req->seq);
     if (op->seq != req->seq)
         return; /* overwritten: TIDE_REC_OPS newer ones started meanwhile */
@@ -55,7 +67,9 @@ void tide__rec_end(tide_req *req, int status)
 void tide__rec_failed(tide_req *req, int err)
 {
     struct tide__ctx *ctx = req->ctx;
-    struct tide__recorder *rec = &req->comm->rec;
+    struct tide__recorder *rec = req->comm->rec;
+    if (!rec)
+        return;
     if (!rec->first_error[0])
         snprintf(rec->first_error, sizeof rec->first_error, "%s", req->message);
     struct tide__rec_op *op = slot(req->comm, req->seq);

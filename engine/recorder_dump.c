@@ -98,16 +98,17 @@ static void put_comm(FILE *f, struct tide__ctx *ctx, const tide_comm *comm, bool
         fprintf(f, "%s%d", r ? "," : "", comm->world_of ? comm->world_of[r] : r);
     fprintf(f, "],\"called\":%llu,\"first_error\":",
             (unsigned long long)(atomic_load(&((tide_comm *)comm)->next_seq) - 1));
-    put_string(f, comm->rec.first_error);
+    const struct tide__recorder *rec = comm->rec;
+    put_string(f, rec ? rec->first_error : "");
     fprintf(f, ",\"ops\":[");
     /* Oldest first: start after the newest slot and go round. */
     uint64_t newest = 0;
-    for (int i = 0; i < TIDE_REC_OPS; i++)
-        if (comm->rec.ops[i].seq > newest)
-            newest = comm->rec.ops[i].seq;
+    for (int i = 0; rec && i < TIDE_REC_OPS; i++)
+        if (rec->ops[i].seq > newest)
+            newest = rec->ops[i].seq;
     bool any = false;
-    for (uint64_t k = 0; k < TIDE_REC_OPS; k++) {
-        const struct tide__rec_op *op = &comm->rec.ops[(newest + 1 + k) % TIDE_REC_OPS];
+    for (uint64_t k = 0; rec && k < TIDE_REC_OPS; k++) {
+        const struct tide__rec_op *op = &rec->ops[(newest + 1 + k) % TIDE_REC_OPS];
         if (op->state == TIDE_REC_EMPTY)
             continue;
         fprintf(f, "%s\n", any ? "," : "");

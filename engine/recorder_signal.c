@@ -148,6 +148,8 @@ void tide__rec_setup(struct tide__ctx *ctx)
 
 void tide__rec_teardown(struct tide__ctx *ctx)
 {
+    free(ctx->world.rec); /* sub-communicators free theirs (subcomm.c) */
+    ctx->world.rec = NULL;
     if (!ctx->rec.ready)
         return;
     for (int i = 0; i < MAX_CTX; i++) {

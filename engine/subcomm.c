@@ -96,6 +96,7 @@ void tide__comm_unref(tide_comm *comm)
     free(comm->world_of);
     free(comm->groups);
     free(comm->failed);
+    free(comm->rec);
     free(comm);
     tide__ctx_unref(ctx);
 }
