@@ -128,7 +128,6 @@ struct tide_req {
     size_t bytes;                  /* receive: bytes that arrived */
     size_t op_bytes;               /* what the call moves (tide__req_submit) */
     uint64_t trace_t0;     /* TIDE_TRACE: when it started */
-    uint64_t t_post;       /* collectives: when the caller posted it (recorder.c) */
     uint64_t trace_bytes;  /* TIDE_TRACE: bytes its messages moved */
     const char *opname;    /* in messages: vt->name unless set */
     const char *algorithm;

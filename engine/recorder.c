@@ -1,12 +1,11 @@
 /* recorder.c - the flight recorder's ring: each collective is written into
  * its communicator's slot seq % TIDE_REC_OPS as it starts and updated as
- * it ends, on the reactor thread.  The post time travels on the request
- * (set by the caller's thread before the hand-over), so nothing here is
- * shared with user threads.
+ * it ends, on the reactor thread.  The post time is the deadline's origin
+ * (read by the caller's thread when it made the request), so nothing here
+ * is shared with user threads.
  *
- * Cost: a handful of stores per collective and one clock read at its end
- * (the post time is read anyway for the deadline); README.md gives the
- * measured overhead on small allreduces. */
+ * Cost: a handful of stores and two clock reads per collective (start and
+ * end); README.md gives the measured overhead on small allreduces. */
 #include "engine/context.h"
 
 #include <stdio.h>
@@ -34,7 +33,7 @@ void tide__rec_start(tide_req *req)
         return; /* no recording on this comm; the operation itself goes on */
     struct tide__rec_op *op = slot(req->comm, req->seq);
     op->seq = req->seq;
-    op->t_post = req->t_post;
+    op->t_post = req->deadline_ns - ctx->timeout_ns; /* the deadline counts from the post */
     op->t_start = tide__ctx_now(ctx);
     op->t_end = 0;
     op->count = req->sig.count;

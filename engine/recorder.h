@@ -3,8 +3,8 @@
  * on an error, on a deadline, and on a signal, for tools/doctor.c.
  *
  * The ring is written and read only by the reactor thread (a request
- * carries its post time there), so recording takes no lock and no
- * atomic: a few stores at start and at end of each collective. */
+ * carries its post time there, as its deadline), so recording takes no
+ * lock and no atomic: a few stores at start and at end of each collective. */
 #ifndef TIDE_RECORDER_H
 #define TIDE_RECORDER_H
 

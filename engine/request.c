@@ -191,8 +191,6 @@ int tide__req_submit(tide_req *req, size_t bytes)
     req->start_cmd.kind = TIDE_CMD_START;
     req->start_cmd.req = req;
     req->op_bytes = bytes;
-    if (req->seq)
-        req->t_post = tide__ctx_now(ctx);
     if (ctx->trace)
         tide__trace_post(ctx->trace, req);
     bool here = tide__take_wait_next() || bytes < START_HERE_MAX_BYTES;
