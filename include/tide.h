@@ -239,7 +239,24 @@ TIDE_API int tide_test(tide_req *req, int *done);
 TIDE_API void tide_req_free(tide_req *req);
 
 /* An account of how req failed (rank, peer, operation, sequence), or ""
- * while it is pending or when it succeeded.  Valid until tide_req_free. */
+ * while it is pending or when it succeeded.  Valid until tide_req_free.
+ * A deadline (TIDE_ETIMEDOUT) says what the rank still waited for: the
+ * collective's signature, communicator, bytes, algorithm and its round
+ * or step, then "no data yet from rank 3" (receives that had not
+ * arrived) and "sends not taken by rank 1" (sends the peer had not
+ * drained).  A loss (TIDE_EPEER) names the rank lost first, even when the
+ * news came through a third rank ("rank 3 was lost; rank 2 reported: ...").
+ * Ranks in messages are world ranks.
+ *
+ * Flight recorder: each communicator keeps its last 256 collectives
+ * (sequence, signature, bytes, algorithm, post/start/end times, state,
+ * peers awaited).  With TIDE_DUMP_DIR set, every rank writes it as
+ * TIDE_DUMP_DIR/tide-dump-<rank>.json on its first error or deadline (at
+ * most once a second) and on SIGUSR1 (TIDE_DUMP_SIGNAL: USR1, USR2, a
+ * number, or none; taken only when its handler is the default or
+ * ignored; a blocking call in the thread the signal lands on returns
+ * EINTR as with any handler).  `tide-doctor DIR` merges the dumps;
+ * `tide-run --dump-on-timeout S` signals a job still running after S s. */
 TIDE_API const char *tide_req_message(const tide_req *req);
 
 /*
