@@ -105,6 +105,22 @@ static void body(tide_comm *comm, void *arg)
     EXPECT_OK(tide_comm_abort(comm)); /* the victim may be stopped: no waiting on it */
 }
 
+/* tide-doctor's report on the dumps in dir, which it then removes. */
+static char *doctor_report(const char *dir)
+{
+    const char *doctor = getenv("TIDE_DOCTOR");
+    assert_non_null(doctor);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "%s %s; rm -rf %s", doctor, dir, dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    static char report[8192];
+    size_t n = fread(report, 1, sizeof report - 1, p);
+    report[n] = '\0';
+    pclose(p);
+    return report;
+}
+
 /* Run the job with fault, then the doctor; return its report. */
 static char *run_case(enum fault fault, int *victim)
 {
@@ -122,16 +138,7 @@ static char *run_case(enum fault fault, int *victim)
     unsetenv("TIDE_DUMP_DIR");
     assert_int_equal(failed, fault == SKIPPED ? 0 : 1);
 
-    const char *doctor = getenv("TIDE_DOCTOR");
-    assert_non_null(doctor);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "%s %s; rm -rf %s", doctor, shm->dir, shm->dir);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    static char report[8192];
-    size_t n = fread(report, 1, sizeof report - 1, p);
-    report[n] = '\0';
-    pclose(p);
+    char *report = doctor_report(shm->dir);
     printf("victim %d:\n%s", *victim, report);
     return report;
 }
@@ -228,14 +235,7 @@ static void launcher_dump_on_timeout(void **state)
     if (!strstr(said, "asked every rank for a flight-recorder dump"))
         fail_msg("tide-run did not ask for dumps; it said:\n%s", said);
 
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "%s %s; rm -rf %s", getenv("TIDE_DOCTOR"), dir, dir);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    static char report[8192];
-    size_t n = fread(report, 1, sizeof report - 1, p);
-    report[n] = '\0';
-    pclose(p);
+    const char *report = doctor_report(dir);
     printf("%s", report);
     expect_in(report, "dumps from 3 of 3 ranks");
     expect_in(report, "rank 1 never entered allreduce #11 on world (its last was #10, done, posted ");
