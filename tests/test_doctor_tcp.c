@@ -31,7 +31,7 @@
 #define RANKS 4
 #define ROUNDS 40
 
-enum fault { STOPPED_RESUMED, STOPPED, KILLED, SKIPPED };
+enum fault { STOPPED_RESUMED, STOPPED, KILLED, SKIPPED, STOPPED_IN_FLIGHT };
 
 struct shared {
     volatile int victim;
@@ -84,8 +84,49 @@ static void stop(bool resume)
         sleep_ms(100);
 }
 
+#define IN_FLIGHT 8
+
+/* The issue's scenario: batches of IN_FLIGHT nonblocking allreduces,
+ * alternating between the world and a split half (even and odd ranks);
+ * the victim stops before batch ROUNDS / 4.  The survivors' batch fails
+ * on the world and on the victim's half; the other half's completes. */
+static void in_flight_body(tide_comm *comm)
+{
+    int r = tide_comm_rank(comm), v = shm->victim;
+    tide_comm *half;
+    EXPECT_OK(tide_comm_split(comm, r % 2, r, &half));
+    int32_t in[IN_FLIGHT][8], out[IN_FLIGHT][8];
+    tide_req *req[IN_FLIGHT];
+    for (int batch = 0;; batch++) {
+        if (batch == ROUNDS / 4 && r == v)
+            stop(true);
+        for (int k = 0; k < IN_FLIGHT; k++) {
+            in[k][0] = r;
+            EXPECT_OK(tide_iallreduce(k % 2 ? half : comm, in[k], out[k], 8, TIDE_INT32,
+                                      TIDE_SUM, &req[k]));
+        }
+        int failed = 0;
+        for (int k = 0; k < IN_FLIGHT; k++) {
+            failed += tide_wait(req[k], 20000) != 0;
+            tide_req_free(req[k]);
+        }
+        if (batch < ROUNDS / 4)
+            EXPECT(failed == 0, "batch %d: %d failed", batch, failed);
+        else
+            break;
+    }
+    __atomic_add_fetch(&shm->answered, 1, __ATOMIC_SEQ_CST);
+    wait_answered(RANKS - 1);
+    tide_comm_free(half);
+    EXPECT_OK(tide_comm_abort(comm));
+}
+
 static void body(tide_comm *comm, void *arg)
 {
+    if (shm->fault == STOPPED_IN_FLIGHT) {
+        in_flight_body(comm);
+        return;
+    }
     int r = tide_comm_rank(comm), v = shm->victim;
     int32_t in[8] = {r}, out[8];
     for (int i = 0; i < ROUNDS; i++)
@@ -173,6 +214,21 @@ static void doctor_names_the_silent_stopped_rank(void **state)
     expect_in(report, want);
 }
 
+/* The split is world #1; 10 batches of 8 take world #2..41 and half
+ * #1..40; the doctor names the victim on both. */
+static void doctor_names_the_stopped_rank_in_flight(void **state)
+{
+    int v;
+    char want[160];
+    const char *report = run_case(STOPPED_IN_FLIGHT, &v);
+    expect_in(report, "dumps from 4 of 4 ranks");
+    snprintf(want, sizeof want, "rank %d never entered allreduce #42 on world (its last was #41, ",
+             v);
+    expect_in(report, want);
+    snprintf(want, sizeof want, "rank %d never entered allreduce #41 on comm ", v);
+    expect_in(report, want);
+}
+
 static void doctor_names_the_killed_rank(void **state)
 {
     int v;
@@ -251,6 +307,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(doctor_names_the_stopped_rank),
         cmocka_unit_test(doctor_names_the_silent_stopped_rank),
+        cmocka_unit_test(doctor_names_the_stopped_rank_in_flight),
         cmocka_unit_test(doctor_names_the_killed_rank),
         cmocka_unit_test(doctor_names_the_skipped_collective),
         cmocka_unit_test(launcher_dump_on_timeout),

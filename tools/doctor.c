@@ -49,12 +49,16 @@ static const char *plural(int n)
     return n == 1 ? "" : "s";
 }
 
-static void comm_name(uint32_t id, char *buf, size_t len)
+/* "world", or "comm 2 (ranks 1,3)": ids alone repeat across a split. */
+static void comm_name(const struct doc_comm *c, char *buf, size_t len)
 {
-    if (id == 1)
+    if (c->id == 1) {
         snprintf(buf, len, "world");
-    else
-        snprintf(buf, len, "comm %u", id);
+        return;
+    }
+    char members[200];
+    rank_list(c->members, c->comm_size, members, sizeof members);
+    snprintf(buf, len, "comm %u (ranks %s)", c->id, members);
 }
 
 /* "allreduce of 8 int32 (sum)": what an op was, to compare and to print. */
@@ -72,14 +76,22 @@ static void signature(const struct doc_op *o, char *buf, size_t len)
         snprintf(buf + n, len - (size_t)n, " from root %d", o->root);
 }
 
-/* The dump's view of communicator id, or NULL. */
-static const struct doc_comm *view(const struct job *j, int w, uint32_t id)
+/* One communicator in two dumps?  Ids are unique only within a rank (the
+ * two halves of a split may both be comm 2), so the members decide too. */
+static bool same_comm(const struct doc_comm *a, const struct doc_comm *b)
+{
+    return a->id == b->id && a->comm_size == b->comm_size &&
+           !memcmp(a->members, b->members, (size_t)a->comm_size * sizeof *a->members);
+}
+
+/* World rank w's view of communicator `like`, or NULL. */
+static const struct doc_comm *view(const struct job *j, int w, const struct doc_comm *like)
 {
     if (w < 0 || w >= j->size || j->by_rank[w].rank < 0)
         return NULL;
     const struct doc_dump *d = &j->by_rank[w];
     for (size_t i = 0; i < d->ncomms; i++)
-        if (d->comms[i].id == id)
+        if (same_comm(&d->comms[i], like))
             return &d->comms[i];
     return NULL;
 }
@@ -93,13 +105,13 @@ static double ago_s(const struct job *j, int w, uint64_t t)
 static void find_mismatch(struct job *j, const struct doc_comm *any, uint64_t last)
 {
     uint64_t first = last > 255 ? last - 255 : 1;
-    char cname[32];
-    comm_name(any->id, cname, sizeof cname);
+    char cname[256];
+    comm_name(any, cname, sizeof cname);
     for (uint64_t s = first; s <= last; s++) {
         char sig0[128] = "", sig[128];
         int same[1024], other[1024], ns = 0, no = 0, odd = -1;
         for (int m = 0; m < any->comm_size && m < 1024; m++) {
-            const struct doc_comm *c = view(j, any->members[m], any->id);
+            const struct doc_comm *c = view(j, any->members[m], any);
             const struct doc_op *o = c ? doc_find_op(c, s) : NULL;
             if (!o)
                 continue;
@@ -113,7 +125,7 @@ static void find_mismatch(struct job *j, const struct doc_comm *any, uint64_t la
         }
         if (!no)
             continue;
-        const struct doc_op *oo = doc_find_op(view(j, odd, any->id), s);
+        const struct doc_op *oo = doc_find_op(view(j, odd, any), s);
         signature(oo, sig, sizeof sig);
         char a[256], b[256];
         rank_list(other, no, a, sizeof a);
@@ -134,7 +146,7 @@ static int waiting_in(const struct job *j, const struct doc_comm *any, uint64_t 
 {
     int n = 0;
     for (int m = 0; m < any->comm_size; m++) {
-        const struct doc_comm *c = view(j, any->members[m], any->id);
+        const struct doc_comm *c = view(j, any->members[m], any);
         const struct doc_op *o = c ? doc_find_op(c, seq) : NULL;
         if (o && strcmp(o->state, "done"))
             out[n++] = any->members[m];
@@ -146,11 +158,11 @@ static int waiting_in(const struct job *j, const struct doc_comm *any, uint64_t 
 static void report_behind(struct job *j, const struct doc_comm *any, int w, uint64_t last,
                           const struct doc_op *ahead, const int *waiters, int nw)
 {
-    const struct doc_comm *c = view(j, w, any->id);
+    const struct doc_comm *c = view(j, w, any);
     uint64_t mine = doc_last_seq(c);
     const struct doc_op *o = doc_find_op(c, mine);
-    char cname[32], who[256], since[96] = "";
-    comm_name(any->id, cname, sizeof cname);
+    char cname[256], who[256], since[96] = "";
+    comm_name(any, cname, sizeof cname);
     rank_list(waiters, nw, who, sizeof who);
     if (o)
         snprintf(since, sizeof since, "its last was #%llu, %s, posted %.1f s ago",
@@ -170,16 +182,16 @@ static void report_behind(struct job *j, const struct doc_comm *any, int w, uint
 /* Ranks without a dump that members' pending ops wait on. */
 static void report_silent(struct job *j, const struct doc_comm *any, uint64_t last)
 {
-    char cname[32];
-    comm_name(any->id, cname, sizeof cname);
+    char cname[256];
+    comm_name(any, cname, sizeof cname);
     for (int m = 0; m < any->comm_size; m++) {
         int w = any->members[m];
-        if (view(j, w, any->id))
+        if (view(j, w, any))
             continue;
         int who[1024], n = 0;
         const char *kind = "its collective";
         for (int k = 0; k < any->comm_size && n < 1024; k++) {
-            const struct doc_comm *c = view(j, any->members[k], any->id);
+            const struct doc_comm *c = view(j, any->members[k], any);
             const struct doc_op *o = c ? doc_find_op(c, last) : NULL;
             if (!o || !strcmp(o->state, "done"))
                 continue;
@@ -206,7 +218,7 @@ static void analyse_comm(struct job *j, const struct doc_comm *any)
     uint64_t last = 0;
     const struct doc_op *ahead = NULL;
     for (int m = 0; m < any->comm_size; m++) {
-        const struct doc_comm *c = view(j, any->members[m], any->id);
+        const struct doc_comm *c = view(j, any->members[m], any);
         if (c && doc_last_seq(c) > last) {
             last = doc_last_seq(c);
             ahead = doc_find_op(c, last);
@@ -219,7 +231,7 @@ static void analyse_comm(struct job *j, const struct doc_comm *any)
     int nw = waiting_in(j, any, last, waiters);
     for (int m = 0; m < any->comm_size; m++) {
         int w = any->members[m];
-        const struct doc_comm *c = view(j, w, any->id);
+        const struct doc_comm *c = view(j, w, any);
         if (c && doc_last_seq(c) < last)
             report_behind(j, any, w, last, ahead, waiters, nw);
     }
@@ -310,21 +322,21 @@ static int load(struct job *j, const char *dir)
     return loaded;
 }
 
-/* Every communicator id seen, each analysed once (from the first dump
- * that has it). */
+/* Every communicator seen, each analysed once (from the first dump that
+ * has it). */
 static void analyse_all(struct job *j)
 {
-    uint32_t seen[256];
+    const struct doc_comm *seen[256];
     int nseen = 0;
     for (int w = 0; w < j->size; w++) {
         for (size_t i = 0; j->by_rank[w].rank >= 0 && i < j->by_rank[w].ncomms; i++) {
             const struct doc_comm *c = &j->by_rank[w].comms[i];
             bool done = false;
             for (int k = 0; k < nseen; k++)
-                done |= seen[k] == c->id;
+                done |= same_comm(seen[k], c);
             if (done || nseen == 256)
                 continue;
-            seen[nseen++] = c->id;
+            seen[nseen++] = c;
             analyse_comm(j, c);
         }
     }
