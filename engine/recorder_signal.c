@@ -14,13 +14,14 @@
  * Global state: the table of contexts the handler may touch.  It is the
  * one exception to "everything hangs off the context" in the engine: a
  * signal handler has nothing else to reach them by.  Slots are claimed
- * and released with atomics; a context leaves the table before it is
- * freed (tide__rec_teardown). */
+ * and released with atomics; a context leaves the table, and waits out
+ * any handler still running, before it is freed (tide__rec_teardown). */
 #include "engine/context.h"
 #include "engine/log.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,11 +32,16 @@
 #define MAX_CTX 16
 
 static _Atomic(struct tide__ctx *) handled[MAX_CTX];
+/* Handlers running now: a context that leaves the table waits for them
+ * to finish before its eventfd is closed and its memory freed, since one
+ * may have read its slot just before it was cleared. */
+static _Atomic int in_handler;
 
 static void on_signal(int sig)
 {
     (void)sig;
     int saved = errno;
+    atomic_fetch_add(&in_handler, 1);
     for (int i = 0; i < MAX_CTX; i++) {
         struct tide__ctx *ctx = atomic_load(&handled[i]);
         if (!ctx)
@@ -45,6 +51,7 @@ static void on_signal(int sig)
         if (ctx->rec.signal_fd >= 0 && write(ctx->rec.signal_fd, &one, sizeof one) < 0)
             continue; /* the flag alone still gets it dumped at the next turn */
     }
+    atomic_fetch_sub(&in_handler, 1);
     errno = saved;
 }
 
@@ -156,6 +163,8 @@ void tide__rec_teardown(struct tide__ctx *ctx)
         struct tide__ctx *mine = ctx;
         atomic_compare_exchange_strong(&handled[i], &mine, NULL);
     }
+    while (atomic_load(&in_handler)) /* a handler is a few writes long */
+        sched_yield();
     if (ctx->rec.thread_started) {
         atomic_store(&ctx->rec.stop, 1);
         pthread_join(ctx->rec.thread, NULL);
