@@ -162,6 +162,11 @@ int tide_init_with(tide_comm **out, const tide_config *cfg)
         tide__ctx_unref(ctx);
         return rc;
     }
+    /* Arm the dump signal now, not at the first collective: with
+     * TIDE_DUMP_DIR set, a SIGUSR1 that came before it would kill the
+     * process (its default action) instead of dumping.  No operation
+     * runs yet, so the reactor's recorder state is ours to set up. */
+    tide__rec_setup(ctx);
     if (ctx->trace)
         tide__log(TIDE_LOG_INFO, ctx->rank, "tracing into %s (written at tide_finalize)",
                   cfg->trace_path);

@@ -355,8 +355,9 @@ static inline void tide__rec_poll(struct tide__ctx *ctx)
         atomic_exchange(&ctx->rec.dump_wanted, 0))
         tide__rec_dump(ctx, "signal");
 }
-/* Reactor, at the first collective: read TIDE_DUMP_DIR and, when set,
- * arm the dump signal (recorder_signal.c). */
+/* At tide_init (before any operation), or else at a context's first
+ * collective (a simulated rank's, which records but never dumps): read
+ * TIDE_DUMP_DIR and, when set, arm the dump signal (recorder_signal.c). */
 void tide__rec_setup(struct tide__ctx *ctx);
 /* Any thread, before ctx is freed: stop the signal's thread. */
 void tide__rec_teardown(struct tide__ctx *ctx);

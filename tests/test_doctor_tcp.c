@@ -251,6 +251,32 @@ static void doctor_names_the_skipped_collective(void **state)
 }
 
 /* Reads fd to EOF into buf (NUL-terminated). */
+/* A dump signal that comes before the first collective (a launcher's
+ * --dump-on-timeout during a long setup) dumps instead of killing: the
+ * handler is armed at tide_init. */
+static void early_body(tide_comm *comm, void *arg)
+{
+    (void)arg;
+    raise(SIGUSR1);
+    char path[256];
+    snprintf(path, sizeof path, "%s/tide-dump-%d.json", shm->dir, tide_comm_rank(comm));
+    for (int i = 0; i < 500 && !exists(path); i++)
+        sleep_ms(10);
+    EXPECT(exists(path), "no dump at %s after the signal", path);
+    EXPECT_OK(tide_barrier(comm));
+}
+
+static void signal_before_the_first_collective_dumps(void **state)
+{
+    memset(shm, 0, sizeof *shm);
+    snprintf(shm->dir, sizeof shm->dir, "/tmp/tide-doctor-XXXXXX");
+    assert_non_null(mkdtemp(shm->dir));
+    setenv("TIDE_DUMP_DIR", shm->dir, 1);
+    int failed = harness_run(2, NULL, early_body, NULL);
+    unsetenv("TIDE_DUMP_DIR");
+    assert_int_equal(failed, 0);
+}
+
 static void slurp(int fd, char *buf, size_t len)
 {
     size_t n = 0;
@@ -311,6 +337,7 @@ int main(void)
         cmocka_unit_test(doctor_names_the_killed_rank),
         cmocka_unit_test(doctor_names_the_skipped_collective),
         cmocka_unit_test(launcher_dump_on_timeout),
+        cmocka_unit_test(signal_before_the_first_collective_dumps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
