@@ -267,6 +267,34 @@ TIDE_API const char *tide_req_message(const tide_req *req);
  */
 TIDE_API int tide_req_on_complete(tide_req *req, void (*fn)(tide_req *, void *), void *arg);
 
+/*
+ * Completion queues: one thread learns of many requests' ends by blocking
+ * in one call (like MPI_Waitsome, or a verbs CQ), instead of a thread or
+ * a test loop per request.  What a language binding needs to complete its
+ * futures without running the language on the reactor thread.
+ *
+ * tide_cq_attach claims req's one completion callback (tide_req_on_complete:
+ * TIDE_EBUSY if it has one) and queues tag when req completes; req must
+ * not be freed before its tag has been returned by tide_cq_wait.
+ * tide_cq_wait blocks until at least one tag is queued, timeout_ms pass
+ * (-1: no limit; 0: never block) or tide_cq_interrupt is called; it moves
+ * up to max tags, in completion order, into tags and returns how many
+ * (0 on a timeout or an interrupt).  Every request whose tag it returns
+ * tests done (tide_test), with its result and message.  In inline
+ * progress mode requests complete only while some thread drives the
+ * reactor (tide_wait/tide_test).  Any thread may call any of these;
+ * tide_cq_interrupt wakes a waiter (or makes the next wait return at
+ * once) and is how a poller thread is stopped.  tide_cq_destroy returns
+ * TIDE_EBUSY, freeing nothing, while an attached request has not
+ * completed; tags completed but not yet returned are dropped.
+ */
+typedef struct tide_cq tide_cq;
+TIDE_API int tide_cq_create(tide_cq **cq);
+TIDE_API int tide_cq_attach(tide_cq *cq, tide_req *req, uint64_t tag);
+TIDE_API int tide_cq_wait(tide_cq *cq, uint64_t *tags, int max, int timeout_ms);
+TIDE_API int tide_cq_interrupt(tide_cq *cq);
+TIDE_API int tide_cq_destroy(tide_cq *cq);
+
 /* ------------------------------------------------------------------ */
 /* Point-to-point                                                      */
 /* ------------------------------------------------------------------ */
