@@ -1,0 +1,185 @@
+"""request.py - pending operations, and the one thread per process that
+learns when requests nobody waits on complete.
+
+A Request holds the C request and every buffer it borrowed.  wait() and
+test() ask tide directly (tide_wait spins, then sleeps; the GIL is
+released meanwhile), so a waiter pays no thread hand-over.  A Request
+dropped while pending, and every torch future, is handed to the Poller:
+one thread blocked in tide_cq_wait (GIL released) that runs a completion
+function per tag and only then lets the buffers go.  Completions never
+cost a thread per operation, and Python never runs on tide's reactor.
+"""
+import ctypes
+import itertools
+import threading
+
+from . import _lib
+from .errors import DeadlineExceeded, error
+
+_WAIT_BATCH = 64
+_POLL_MS = 200
+_ETIMEDOUT = -3  # how often the poller looks up from tide_cq_wait to see if it must stop
+
+
+class Poller:
+    """Runs on_done() on its own thread when an attached request completes.
+    Started lazily; stopped by stop() once nothing is attached."""
+
+    def __init__(self):
+        cq = ctypes.c_void_p()
+        rc = _lib.cq_create(ctypes.byref(cq))
+        if rc:
+            raise error(rc, "cannot create the completion queue")
+        self._cq = cq.value
+        self._pending = {}  # tag -> on_done
+        self._tags = itertools.count(1)
+        self._lock = threading.Lock()
+        self._thread = None
+        self._stopping = False
+
+    def attach(self, req, on_done):
+        """Call on_done() (on the poller thread) once req completes."""
+        tag = next(self._tags)
+        with self._lock:
+            self._pending[tag] = on_done
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tide-poller",
+                                                daemon=True)
+                self._thread.start()
+        rc = _lib.cq_attach(self._cq, req, tag)
+        if rc:
+            with self._lock:
+                del self._pending[tag]
+            raise error(rc, "cannot attach a request to the completion queue")
+
+    def _run(self):
+        tags = (ctypes.c_uint64 * _WAIT_BATCH)()
+        while True:
+            n = _lib.cq_wait(self._cq, tags, _WAIT_BATCH, _POLL_MS)
+            for i in range(n):
+                with self._lock:
+                    on_done = self._pending.pop(tags[i])
+                try:
+                    on_done()
+                except Exception as e:  # a user's future callback: report, keep polling
+                    import sys
+                    print(f"tide: completion callback failed: {e!r}", file=sys.stderr)
+            with self._lock:
+                if self._stopping and not self._pending:
+                    self._thread = None
+                    return
+
+    def pending(self):
+        with self._lock:
+            return len(self._pending)
+
+    def stop(self, timeout):
+        """Wait (at most timeout seconds) for every attached request to
+        complete and the thread to end; then free the queue.  Returns
+        False, freeing nothing, if requests are still attached."""
+        with self._lock:
+            self._stopping = True
+            thread = self._thread
+        _lib.cq_interrupt(self._cq)
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                return False
+        if _lib.cq_destroy(self._cq):
+            return False
+        self._cq = None
+        return True
+
+
+class Request:
+    """A pending operation (tide.Comm.i*): wait(), test(), and the buffers
+    it borrowed, held until it completes even if the caller drops it."""
+    __slots__ = ("_req", "_views", "_poller", "_status", "_message", "_nbytes", "result",
+                 "__weakref__")
+
+    def __init__(self, req, views, poller, result=None):
+        self._req = req
+        self._views = views
+        self._poller = poller
+        self._status = None  # None while pending, else tide's result code
+        self._message = ""
+        self._nbytes = 0
+        self.result = result  # what wait() returns (the output buffer)
+
+    def _complete(self, status):
+        """The request tests done: record its outcome, free it, let go of
+        the buffers."""
+        self._status = status
+        if status:
+            self._message = _lib.req_message(self._req).decode(errors="replace")
+        self._nbytes = _lib.req_bytes(self._req)
+        _lib.req_free(self._req)
+        self._req = None
+        for v in self._views:
+            v.release()
+        self._views = ()
+
+    def _raise_if_failed(self):
+        if self._status:
+            raise error(self._status, self._message)
+
+    def wait(self, timeout=None):
+        """Block until the operation completes, at most timeout seconds
+        (None: up to the operation's deadline).  Returns the result buffer
+        (or, for a receive, the number of bytes received); raises the
+        operation's error, or DeadlineExceeded if timeout passed first (the
+        request then stays pending: wait again, or drop it)."""
+        if self._req is not None:
+            ms = -1 if timeout is None else max(0, int(timeout * 1000))
+            rc = _lib.wait(self._req, ms)
+            if rc == _ETIMEDOUT:
+                # The wait's own timeout, or the operation's deadline?
+                done = ctypes.c_int(0)
+                _lib.test(self._req, ctypes.byref(done))
+                if not done.value:
+                    raise DeadlineExceeded(rc, f"wait: still pending after {timeout} s")
+            self._complete(rc)
+        self._raise_if_failed()
+        return self.result
+
+    def test(self):
+        """True once the operation has completed (raising its error if it
+        failed); False while it is pending.  Never blocks."""
+        if self._req is not None:
+            done = ctypes.c_int(0)
+            rc = _lib.test(self._req, ctypes.byref(done))
+            if not done.value:
+                return False
+            self._complete(rc)
+        self._raise_if_failed()
+        return True
+
+    @property
+    def nbytes(self):
+        """Bytes a completed receive got (0 otherwise)."""
+        return self._nbytes
+
+    def _on_poller(self, on_done=None):
+        """Hand this request to the poller: on_done(error or None) runs on
+        the poller thread once it completes (after the buffers are let go)."""
+        def finish():
+            done = ctypes.c_int(0)
+            self._complete(_lib.test(self._req, ctypes.byref(done)))
+            if on_done is not None:
+                on_done(error(self._status, self._message) if self._status else None)
+        self._poller.attach(self._req, finish)
+
+    def __del__(self):
+        if self._req is None:
+            return
+        try:
+            self._on_poller()  # the poller keeps us (and the buffers) alive until the end
+        except Exception:
+            # The queue is gone (after finalize): nothing can complete
+            # any more, so the buffers are safe to drop.
+            _lib.req_free(self._req)
+
+
+def wait_list(requests, timeout=None):
+    """Wait for every request in order; returns their results."""
+    return [r.wait(timeout) for r in requests]
