@@ -2,8 +2,9 @@
 # test.sh - the quick start's second command: check the layering, install
 # what is missing, build, run the whole test suite on the io_uring
 # reactor and again with io_uring refused as a container's seccomp profile
-# does (so tide runs on epoll), then both again under AddressSanitizer +
-# UndefinedBehaviorSanitizer, then a minute of parser fuzzing.
+# does (so tide runs on epoll), the Python tests (tests/python), then the C
+# suites again under AddressSanitizer + UndefinedBehaviorSanitizer, then a
+# minute of parser fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,16 @@ suites() {
 
 tools/setup.sh build
 suites build
+
+# The Python package and the torch backend, against the plain build only:
+# loading an ASan-built libtide into /usr/bin/python3 would need the
+# sanitizer runtime preloaded into the interpreter.  Debian's python3 has
+# python3-torch; a pyenv/venv python3 first on PATH may not.  pytest's
+# status 5 (nothing collected) fails this script too, as it should: the
+# suite is never meant to be empty.
+tools/packages.sh test python3-torch python3-numpy python3-pytest python3-sklearn
+echo "test: Python package and torch.distributed backend (pytest, plain build)"
+TIDE_BUILD=build /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python
 
 tools/setup.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

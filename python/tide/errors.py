@@ -43,7 +43,9 @@ class PeerLost(Error, ConnectionError):
 
     def __init__(self, code, message=""):
         super().__init__(code, message)
-        m = re.search(r"\b(?:rank|peer) (\d+)", self.message.split(":", 1)[-1])
+        # "receive from rank 2 ... failed", "send to rank 3", "lost rank 1";
+        # not the reporter of "rank 1 reported: ...".
+        m = re.search(r"\b(?:from|to|lost) rank (\d+)", self.message)
         self.peer = int(m.group(1)) if m else None
 
 

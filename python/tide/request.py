@@ -64,6 +64,9 @@ class Poller:
                 except Exception as e:  # a user's future callback: report, keep polling
                     import sys
                     print(f"tide: completion callback failed: {e!r}", file=sys.stderr)
+                # Not held while blocked in the next wait: it may be the
+                # last reference to a dropped request and its buffers.
+                del on_done
             with self._lock:
                 if self._stopping and not self._pending:
                     self._thread = None

@@ -34,7 +34,7 @@ import threading
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import ProcessGroup, _create_work_from_future
+from torch._C._distributed_c10d import ProcessGroup, Work, _create_work_from_future
 
 import tide
 
@@ -110,6 +110,39 @@ class _Completion:
             self.future.set_exception(RuntimeError(f"tide: {e}"))
             return
         self.future.set_result(self.result)
+
+
+def _raise_failed_future():
+    """torch 1.13's Work from _create_work_from_future returns True from
+    wait() when its future failed (measured here), so a failed synchronous
+    dist.all_reduce would pass silently (its get_future() even yields the
+    error as the value).  Work.wait is wrapped, once, to raise that error
+    after the wait; for a successful work, or one
+    without a future, it changes nothing (so Gloo's works are unaffected).
+    A Python Work subclass is no way out: torch's C++ callers (DDP) reach
+    only C++ Work methods once the Python object is gone."""
+    original = Work.wait
+    if getattr(original, "_tide_checked", False):
+        return
+
+    @functools.wraps(original)
+    def wait(self, *args, **kwargs):
+        done = original(self, *args, **kwargs)
+        try:
+            future = self.get_future()
+        except RuntimeError:  # a backend whose works have no future
+            return done
+        if future.done():
+            # The wrapping work's future holds the error as its value.
+            value = future.value()
+            if isinstance(value, BaseException):
+                raise value
+        return done
+    wait._tide_checked = True
+    Work.wait = wait
+
+
+_raise_failed_future()
 
 
 def _work(requests, result, after=None):

@@ -1,0 +1,201 @@
+"""rank_torch.py - the torch.distributed backend "tide" on every rank:
+each CPU collective torch has against a reference, every dtype, async
+work, subgroups, point to point, errors as RuntimeError, and
+init_process_group(timeout=) as tide's deadline.  Run by test_torch.py."""
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import tide.torch  # noqa: F401  registers "tide"
+from rankcases import expect_raises, main
+
+DTYPES = (torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
+          torch.float32, torch.float64)
+OPS = (dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX)
+
+
+def data(rank, dtype, count=6, salt=0):
+    return ((torch.arange(count) + rank + salt) % 3 + 1).to(dtype)
+
+
+def reference(n, dtype, op, count=6, salt=0):
+    stack = torch.stack([data(r, dtype, count, salt).double() for r in range(n)])
+    if op == dist.ReduceOp.SUM:
+        out = stack.sum(0)
+    elif op == dist.ReduceOp.PRODUCT:
+        out = stack.prod(0)
+    elif op == dist.ReduceOp.MIN:
+        out = stack.min(0).values
+    else:
+        out = stack.max(0).values
+    return out.to(dtype)
+
+
+def eq(got, want, what):
+    assert torch.equal(got, want), f"{what}: {got} != {want}"
+
+
+def case_all_reduce(ctx):
+    r, n = ctx
+    for dtype in DTYPES:
+        for op in OPS:
+            t = data(r, dtype)
+            dist.all_reduce(t, op=op)
+            eq(t, reference(n, dtype, op), f"all_reduce {dtype} {op}")
+
+
+def case_rooted(ctx):
+    r, n = ctx
+    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+        for root in range(n):
+            t = data(r, dtype) if r == root else torch.zeros(6, dtype=dtype)
+            dist.broadcast(t, src=root)
+            eq(t, data(root, dtype), "broadcast")
+            t = data(r, dtype)
+            dist.reduce(t, dst=root, op=dist.ReduceOp.SUM)
+            if r == root:
+                eq(t, reference(n, dtype, dist.ReduceOp.SUM), "reduce")
+            lst = [torch.empty(6, dtype=dtype) for _ in range(n)] if r == root else None
+            dist.gather(data(r, dtype), lst, dst=root)
+            if r == root:
+                for k in range(n):
+                    eq(lst[k], data(k, dtype), f"gather block {k}")
+            out = torch.empty(6, dtype=dtype)
+            src = [data(k, dtype, salt=root) for k in range(n)] if r == root else None
+            dist.scatter(out, src, src=root)
+            eq(out, data(r, dtype, salt=root), "scatter")
+
+
+def case_gathers(ctx):
+    r, n = ctx
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.int32):
+        lst = [torch.empty(6, dtype=dtype) for _ in range(n)]
+        dist.all_gather(lst, data(r, dtype))
+        for k in range(n):
+            eq(lst[k], data(k, dtype), f"all_gather {dtype} block {k}")
+        flat = torch.empty(6 * n, dtype=dtype)
+        dist.all_gather_into_tensor(flat, data(r, dtype))
+        eq(flat, torch.cat([data(k, dtype) for k in range(n)]), "all_gather_into_tensor")
+        out = torch.empty(6, dtype=dtype)
+        dist.reduce_scatter(out, [data(r, dtype, salt=k) for k in range(n)])
+        eq(out, reference(n, dtype, dist.ReduceOp.SUM, salt=r), "reduce_scatter")
+        full = torch.cat([data(r, dtype, salt=k) for k in range(n)])
+        out.zero_()
+        dist.reduce_scatter_tensor(out, full, op=dist.ReduceOp.MAX)
+        eq(out, reference(n, dtype, dist.ReduceOp.MAX, salt=r), "reduce_scatter_tensor")
+
+
+def case_all_to_all(ctx):
+    r, n = ctx
+    ins = [torch.full((2, 3), 10.0 * r + k) for k in range(n)]
+    outs = [torch.empty(2, 3) for _ in range(n)]
+    dist.all_to_all(outs, ins)
+    for k in range(n):
+        eq(outs[k], torch.full((2, 3), 10.0 * k + r), f"all_to_all from {k}")
+    x = torch.arange(n * 2, dtype=torch.int64) + 100 * r
+    y = torch.empty_like(x)
+    dist.all_to_all_single(y, x)
+    want = torch.cat([torch.arange(2 * r, 2 * r + 2) + 100 * k for k in range(n)])
+    eq(y, want, "all_to_all_single")
+    # Uneven: rank r sends k+1 rows to rank k, so receives r+1 rows from each.
+    in_splits = [k + 1 for k in range(n)]
+    x = torch.cat([torch.full((k + 1, 2), float(100 * r + k)) for k in range(n)])
+    y = torch.empty(n * (r + 1), 2)
+    dist.all_to_all_single(y, x, [r + 1] * n, in_splits)
+    want = torch.cat([torch.full((r + 1, 2), float(100 * k + r)) for k in range(n)])
+    eq(y, want, "all_to_all_single with splits")
+
+
+def case_p2p_and_async(ctx):
+    r, n = ctx
+    right, left = (r + 1) % n, (r - 1) % n
+    got = torch.empty(4)
+    if n > 1:
+        rx = dist.irecv(got, src=left, tag=7)
+        tx = dist.isend(torch.full((4,), float(r)), dst=right, tag=7)
+        rx.wait()
+        tx.wait()
+        eq(got, torch.full((4,), float(left)), "isend/irecv ring")
+        if r == 0:
+            dist.send(torch.arange(4.0), dst=1)
+        elif r == 1:
+            dist.recv(got, src=0)
+            eq(got, torch.arange(4.0), "send/recv")
+    works, ts = [], []
+    for k in range(30):
+        ts.append(torch.full((5,), float(k + r)))
+        works.append(dist.all_reduce(ts[-1], async_op=True))
+    for k in reversed(range(30)):
+        w = works[k]
+        w.wait()
+        assert w.is_completed()
+        value = w.get_future().wait()
+        eq(value[0], torch.full((5,), float(n * k + n * (n - 1) // 2)), f"async {k}")
+    dist.barrier()
+
+
+def case_subgroups(ctx):
+    r, n = ctx
+    evens = dist.new_group([k for k in range(n) if k % 2 == 0])
+    odds = dist.new_group([k for k in range(n) if k % 2 == 1]) if n > 1 else None
+    mine = evens if r % 2 == 0 else odds
+    members = [k for k in range(n) if k % 2 == r % 2]
+    t = torch.tensor([float(r)])
+    dist.all_reduce(t, group=mine)
+    eq(t, torch.tensor([float(sum(members))]), "subgroup all_reduce")
+    u = torch.tensor([float(r)])
+    dist.broadcast(u, src=members[-1], group=mine)  # src is a global rank
+    eq(u, torch.tensor([float(members[-1])]), "subgroup broadcast")
+    dist.barrier()
+
+
+def case_errors(ctx):
+    r, n = ctx
+    t = torch.ones(4, dtype=torch.int32)
+    expect_raises(RuntimeError, lambda: dist.all_reduce(t, op=dist.ReduceOp.BAND), "tide")
+    expect_raises(RuntimeError, lambda: dist.all_reduce(torch.ones(4, 4).t()), "contiguous")
+    expect_raises(RuntimeError, lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool)),
+                  "TIDE_EINVAL")
+    c = torch.ones(2, dtype=torch.complex64)  # torch sends it as float32 pairs
+    dist.all_reduce(c)
+    eq(c, torch.full((2,), complex(n, 0), dtype=torch.complex64), "complex all_reduce")
+    if n > 1:  # a synchronous collective that fails raises tide's account
+        e = expect_raises(RuntimeError, lambda: dist.all_reduce(torch.ones(r + 1)),
+                          "TIDE_EMISMATCH")
+        assert "allreduce" in str(e), e
+    # Nothing was sent: the job is still in step.
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    eq(t, torch.full((3,), float(n)), "all_reduce after refusals")
+
+
+def case_deadline(ctx):
+    """init_process_group(timeout=2 s) is tide's deadline: a receive nobody
+    answers fails with TIDE_ETIMEDOUT as a RuntimeError."""
+    r, n = ctx
+    t0 = time.monotonic()
+    w = dist.irecv(torch.empty(1), src=(r + 1) % n, tag=99)
+    e = expect_raises(RuntimeError, w.wait, "TIDE_ETIMEDOUT")
+    took = time.monotonic() - t0
+    assert 1.0 < took < 20, f"failed after {took:.2f} s"
+    print(f"rank {r}: {e}", flush=True)
+    dist.barrier()
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def setup():
+    seconds = 2 if sys.argv[1:] == ["deadline"] else 60
+    dist.init_process_group("tide", timeout=datetime.timedelta(seconds=seconds))
+    assert dist.get_backend() == "tide"
+    return dist.get_rank(), dist.get_world_size()
+
+
+if __name__ == "__main__":
+    main({k: v for k, v in CASES.items() if k != "deadline" or sys.argv[1:] == ["deadline"]},
+         setup, lambda ctx: dist.destroy_process_group())

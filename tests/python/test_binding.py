@@ -1,0 +1,81 @@
+"""test_binding.py - the tide package: in this process (what needs no
+job), then rank_binding.py and rank_faults.py on 1-4 ranks."""
+import ctypes
+import os
+import re
+
+import pytest
+
+import tide
+from conftest import ROOT
+from tide import _lib
+
+
+def test_config_mirrors_the_header():
+    """_lib.Config must list tide_config's fields in the header's order,
+    with the same array sizes: a drift would corrupt memory."""
+    header = open(os.path.join(ROOT, "include", "tide.h")).read()
+    body = re.search(r"typedef struct tide_config \{(.*?)\} tide_config;", header, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    fields = re.findall(r"(\w+)\s+(\w+)(?:\[(\d+)\])?;", body)
+    mirror = [(name, getattr(ctype, "_length_", None)) for name, ctype in _lib.Config._fields_]
+    assert [(name, int(n) if n else None) for _, name, n in fields] == mirror
+
+
+def test_errors_carry_name_message_and_builtin():
+    e = tide.errors.error(-3, "rank 1: allreduce (seq 4): did not complete")
+    assert isinstance(e, tide.DeadlineExceeded) and isinstance(e, TimeoutError)
+    assert isinstance(e, tide.Error) and e.name == "TIDE_ETIMEDOUT" and e.code == -3
+    assert "did not complete" in str(e) and str(e).startswith("TIDE_ETIMEDOUT")
+    lost = tide.errors.error(-4, "rank 1: allreduce (seq 2): rank 0 reported: receive from "
+                             "rank 3 (tag 1) failed: a peer rank was lost")
+    assert isinstance(lost, tide.PeerLost) and isinstance(lost, ConnectionError)
+    assert lost.peer == 3
+    assert isinstance(tide.errors.error(-1), ValueError)
+    assert tide.errors.error(-1).message == "invalid argument"  # tide's own text
+    for code in range(-1, -14, -1):
+        assert type(tide.errors.error(code)) is not tide.Error, code
+
+
+def test_library_override_is_obeyed(tmp_path):
+    """TIDE_LIBRARY wins, and a wrong one is reported, not skipped."""
+    import subprocess
+    import sys
+    env = dict(os.environ, TIDE_LIBRARY=str(tmp_path / "missing.so"),
+               PYTHONPATH=os.path.join(ROOT, "python"))
+    p = subprocess.run([sys.executable, "-c", "import tide"], env=env, capture_output=True,
+                       text=True)
+    assert p.returncode != 0 and "missing.so (absent)" in p.stderr
+
+
+def test_single_rank_without_a_launcher(monkeypatch):
+    """No launcher variables: a world of one, collectives are copies."""
+    import socket
+    import numpy as np
+    for var in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tide.init(master_port=port, timeout=10) as comm:
+        assert (comm.rank, comm.size) == (0, 1)
+        x = np.arange(5, dtype=np.float32)
+        out = np.empty_like(x)
+        assert comm.allreduce(x, out) is out and np.array_equal(out, x)
+        with pytest.raises(tide.InvalidArgument, match="already initialized"):
+            tide.init()
+    assert tide.world() is None
+    with pytest.raises(tide.InvalidArgument, match="closed"):
+        comm.barrier()
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_binding_on_ranks(run_ranks, n):
+    out = run_ranks(n, "rank_binding.py")
+    assert out.count("ok gil_released") == n
+
+
+@pytest.mark.parametrize("case", ["deadline", "dead_peer"])
+def test_failures_on_3_ranks(run_ranks, case):
+    out = run_ranks(3, "rank_faults.py", case)
+    assert out.count(f"ok {case}") == (3 if case == "deadline" else 2), out

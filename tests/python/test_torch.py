@@ -1,0 +1,30 @@
+"""test_torch.py - the torch.distributed backend "tide" (rank_torch.py on
+1-4 ranks, its deadline on 3) and DDP training that matches Gloo's."""
+import os
+
+import pytest
+
+from conftest import ROOT, launch
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_backend_on_ranks(run_ranks, n):
+    out = run_ranks(n, "rank_torch.py", timeout=240)
+    assert out.count("ok errors") == n
+
+
+def test_init_timeout_is_the_deadline(run_ranks):
+    out = run_ranks(3, "rank_torch.py", "deadline")
+    assert out.count("ok deadline") == 3
+
+
+def test_ddp_matches_gloo(tmp_path):
+    """Two epochs of tools/ddp_demo.py on 2 ranks: Gloo's final parameters,
+    then tide's compared with them."""
+    demo = os.path.join(ROOT, "tools", "ddp_demo.py")  # absolute: launch takes it as is
+    saved = str(tmp_path / "gloo.pt")
+    for args in (["--backend", "gloo", "--save", saved],
+                 ["--backend", "tide", "--compare", saved]):
+        status, out = launch(2, demo, "--epochs", "2", *args, timeout=240)
+        assert status == 0, out
+    assert "within" in out and "tide: 2 ranks" in out
