@@ -36,6 +36,7 @@ def parse_args():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--save", help="write the final parameters here (rank 0)")
     p.add_argument("--compare", help="check the final parameters against this file")
+    p.add_argument("--json", help="append a record of the run to this JSON array (rank 0)")
     p.add_argument("--tolerance", type=float, default=1e-4,
                    help="largest allowed |difference| / (1 + |value|) in --compare")
     return p.parse_args()
@@ -100,6 +101,18 @@ def compare(params, path, tolerance):
     return ok
 
 
+def write_record(args, n, accuracy, ms):
+    """For tools/compare.sh: one record per run, appended."""
+    import json
+    records = json.load(open(args.json)) if os.path.exists(args.json) else []
+    records.append({"tool": "ddp", "backend": args.backend, "ranks": n, "epochs": args.epochs,
+                    "batch": args.batch, "hidden": args.hidden, "ms_per_step": round(ms, 3),
+                    "accuracy": round(accuracy, 4)})
+    with open(args.json, "w") as f:
+        json.dump(records, f, indent=1)
+        f.write("\n")
+
+
 def main():
     args = parse_args()
     torch.set_num_threads(1)  # ranks share this machine's cores
@@ -119,6 +132,8 @@ def main():
         params = {k: v.detach().clone() for k, v in net.state_dict().items()}
         if args.save:
             torch.save(params, args.save)
+        if args.json:
+            write_record(args, n, accuracy, ms)
         if args.compare:
             ok = compare(params, args.compare, args.tolerance)
     dist.barrier()

@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """gloo_bench.py - Gloo's twin of tide-perf and tide-overlap, through
 Debian's python3-torch (torch.distributed, backend "gloo"), so that
-tools/compare.sh can set Gloo beside tide in one run.
+tools/compare.sh can set Gloo beside tide in one run.  With --backend
+tide it measures tide's torch.distributed backend (tide.torch) the same
+way, for the rows that set the two backends side by side; its records
+say "tool": "torch-tide".
 
     tide-run -n 4 -- /usr/bin/python3 tools/gloo_bench.py [--op LIST]
         -b 8 -e 64M -f 4 -n 20 -w 5 [--json FILE]
@@ -36,6 +39,7 @@ import torch
 import torch.distributed as dist
 
 OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast")
+TOOL = {"gloo": "gloo", "tide": "torch-tide"}  # the records' "tool"
 BUS_FACTOR = {
     "allreduce": lambda n: 2.0 * (n - 1) / n,
     "allgather": lambda n: (n - 1) / n,
@@ -63,6 +67,8 @@ def parse_args():
     p.add_argument("--compute", choices=("busy", "sleep"), default="busy")
     p.add_argument("-t", type=int, default=0, help="work.is_completed() calls in compute")
     p.add_argument("--json", help="write the records here (rank 0)")
+    p.add_argument("--backend", choices=("gloo", "tide"), default="gloo",
+                   help="torch.distributed backend (tide: import tide.torch)")
     args = p.parse_args()
     args.op = args.op.split(",")
     if any(op not in OPS for op in args.op) or args.f < 2 or args.n < 1:
@@ -144,7 +150,8 @@ def perf(args, rank, n, out):
             continue
         if op == "reduce_scatter":
             if rank == 0:
-                print("reduce_scatter: not supported by Gloo in torch", torch.__version__)
+                print("reduce_scatter: not measured (Gloo in torch", torch.__version__,
+                      "has none)")
             continue
         for nbytes in sizes(args):
             call = Call(op, nbytes, rank, n)
@@ -169,7 +176,7 @@ def perf(args, rank, n, out):
             if rank == 0:
                 print(f"{op:15} {nb:10} {call.count:10} {us:10.1f} {algbw:8.3f} {busbw:8.3f} "
                       f"{wrong:6}")
-            out.append({"tool": "gloo", "op": op, "ranks": n, "bytes": nb, "count": call.count,
+            out.append({"tool": TOOL[args.backend], "op": op, "ranks": n, "bytes": nb, "count": call.count,
                         "dtype": "float", "redop": "none" if op == "broadcast" else "sum",
                         "root": 0 if op == "broadcast" else -1, "algo": "default",
                         "inplace": call.inplace, "time_us": round(us, 3),
@@ -244,7 +251,7 @@ def overlap(args, rank, n, out):
         if rank == 0:
             print(f"overlap {args.compute:6} {nb:10}  pure {pure:10.1f}  cpu {cpu:10.1f}"
                   f"  overall {overall:10.1f} us  {pct:5.1f} %")
-        out.append({"tool": "gloo", "op": "allreduce", "ranks": n, "bytes": nb,
+        out.append({"tool": TOOL[args.backend], "op": "allreduce", "ranks": n, "bytes": nb,
                     "compute": args.compute, "tests": args.t, "t_pure_us": round(pure, 3),
                     "t_cpu_us": round(cpu, 3), "t_overall_us": round(overall, 3),
                     "overlap_pct": round(pct, 2)})
@@ -256,7 +263,9 @@ def main():
     # Gloo picks its interface from the hostname, which in a container may
     # not resolve; everything here is on one machine, so use loopback.
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    dist.init_process_group("gloo", init_method="env://")
+    if args.backend == "tide":
+        import tide.torch  # noqa: F401  registers the backend
+    dist.init_process_group(args.backend, init_method="env://")
     rank, n = dist.get_rank(), dist.get_world_size()
     out = []
     failed = (overlap if args.overlap else perf)(args, rank, n, out)

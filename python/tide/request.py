@@ -9,6 +9,7 @@ one thread blocked in tide_cq_wait (GIL released) that runs a completion
 function per tag and only then lets the buffers go.  Completions never
 cost a thread per operation, and Python never runs on tide's reactor.
 """
+import contextlib
 import ctypes
 import itertools
 import threading
@@ -18,7 +19,8 @@ from .errors import DeadlineExceeded, error
 
 _WAIT_BATCH = 64
 _POLL_MS = 200
-_ETIMEDOUT = -3  # how often the poller looks up from tide_cq_wait to see if it must stop
+_ETIMEDOUT = -3
+_NO_LOCK = contextlib.nullcontext()  # how often the poller looks up from tide_cq_wait to see if it must stop
 
 
 class Poller:
@@ -96,9 +98,15 @@ class Poller:
 
 class Request:
     """A pending operation (tide.Comm.i*): wait(), test(), and the buffers
-    it borrowed, held until it completes even if the caller drops it."""
+    it borrowed, held until it completes even if the caller drops it.
+
+    Completed exactly once, by whichever comes first: wait()/test() on the
+    caller's thread, or the poller once the request is attached to it
+    (torch futures, dropped requests).  Attached, the two may race, so a
+    lock guards the completion, and the C request is freed by the poller
+    only: tide_cq_wait still reads it when it returns the tag."""
     __slots__ = ("_req", "_views", "_poller", "_status", "_message", "_nbytes", "result",
-                 "__weakref__")
+                 "_lock", "_on_done", "__weakref__")
 
     def __init__(self, req, views, poller, result=None):
         self._req = req
@@ -107,20 +115,33 @@ class Request:
         self._status = None  # None while pending, else tide's result code
         self._message = ""
         self._nbytes = 0
+        self._lock = None  # made when attached to the poller
+        self._on_done = None  # run once, by whoever completes the request
         self.result = result  # what wait() returns (the output buffer)
 
-    def _complete(self, status):
-        """The request tests done: record its outcome, free it, let go of
-        the buffers."""
-        self._status = status
-        if status:
-            self._message = _lib.req_message(self._req).decode(errors="replace")
-        self._nbytes = _lib.req_bytes(self._req)
-        _lib.req_free(self._req)
-        self._req = None
-        for v in self._views:
-            v.release()
-        self._views = ()
+    def _complete(self, status, from_poller):
+        """The request tests done: record its outcome and let go of the
+        buffers (once); free the C request unless the poller still has to
+        return its tag.  Returns True the first time."""
+        first = self._status is None
+        if first:
+            self._status = status
+            if status:
+                self._message = _lib.req_message(self._req).decode(errors="replace")
+            self._nbytes = _lib.req_bytes(self._req)
+            for v in self._views:
+                v.release()
+            self._views = ()
+        if self._req is not None and (from_poller or self._lock is None):
+            _lib.req_free(self._req)
+            self._req = None
+        return first
+
+    def _report(self):
+        """Run the completion function (outside the lock)."""
+        if self._on_done is not None:
+            on_done, self._on_done = self._on_done, None
+            on_done(error(self._status, self._message) if self._status else None)
 
     def _raise_if_failed(self):
         if self._status:
@@ -132,28 +153,35 @@ class Request:
         (or, for a receive, the number of bytes received); raises the
         operation's error, or DeadlineExceeded if timeout passed first (the
         request then stays pending: wait again, or drop it)."""
-        if self._req is not None:
-            ms = -1 if timeout is None else max(0, int(timeout * 1000))
-            rc = _lib.wait(self._req, ms)
-            if rc == _ETIMEDOUT:
-                # The wait's own timeout, or the operation's deadline?
-                done = ctypes.c_int(0)
-                _lib.test(self._req, ctypes.byref(done))
-                if not done.value:
-                    raise DeadlineExceeded(rc, f"wait: still pending after {timeout} s")
-            self._complete(rc)
+        if self._status is None:
+            with self._lock or _NO_LOCK:
+                if self._status is None:
+                    ms = -1 if timeout is None else max(0, int(timeout * 1000))
+                    rc = _lib.wait(self._req, ms)  # the GIL is released meanwhile
+                    if rc == _ETIMEDOUT and not self._tests_done():
+                        raise DeadlineExceeded(rc, f"wait: still pending after {timeout} s")
+                    self._complete(rc, False)
+            self._report()
         self._raise_if_failed()
         return self.result
+
+    def _tests_done(self):
+        done = ctypes.c_int(0)
+        _lib.test(self._req, ctypes.byref(done))
+        return bool(done.value)
 
     def test(self):
         """True once the operation has completed (raising its error if it
         failed); False while it is pending.  Never blocks."""
-        if self._req is not None:
-            done = ctypes.c_int(0)
-            rc = _lib.test(self._req, ctypes.byref(done))
-            if not done.value:
-                return False
-            self._complete(rc)
+        if self._status is None:
+            with self._lock or _NO_LOCK:
+                if self._status is None:
+                    done = ctypes.c_int(0)
+                    rc = _lib.test(self._req, ctypes.byref(done))
+                    if not done.value:
+                        return False
+                    self._complete(rc, False)
+            self._report()
         self._raise_if_failed()
         return True
 
@@ -163,17 +191,24 @@ class Request:
         return self._nbytes
 
     def _on_poller(self, on_done=None):
-        """Hand this request to the poller: on_done(error or None) runs on
-        the poller thread once it completes (after the buffers are let go)."""
+        """Hand this request to the poller: on_done(error or None) runs once
+        it completes (after the buffers are let go), on the poller thread
+        or on a thread that waited for it first."""
+        self._lock = threading.Lock()
+        self._on_done = on_done
+
         def finish():
-            done = ctypes.c_int(0)
-            self._complete(_lib.test(self._req, ctypes.byref(done)))
-            if on_done is not None:
-                on_done(error(self._status, self._message) if self._status else None)
+            with self._lock:
+                rc = 0
+                if self._status is None:
+                    done = ctypes.c_int(0)
+                    rc = _lib.test(self._req, ctypes.byref(done))
+                self._complete(rc, True)
+            self._report()
         self._poller.attach(self._req, finish)
 
     def __del__(self):
-        if self._req is None:
+        if self._status is not None or self._req is None:
             return
         try:
             self._on_poller()  # the poller keeps us (and the buffers) alive until the end

@@ -78,18 +78,34 @@ def _join_world(store, rank, size, timeout):
 class _Completion:
     """Completes one torch Future when every tide request of an operation
     has: then runs `after` (copies out of a flat buffer) and sets the
-    result, or sets the first error.  Runs on the poller thread."""
+    result, or sets the first error.  Runs on the poller thread, or on a
+    thread that waits for the work (wait_here)."""
 
     def __init__(self, requests, result, after=None):
         self.future = torch.futures.Future()
+        self.requests = requests
         self.result, self.after = result, after
         self.left = len(requests)
         self.error = None
         self.lock = threading.Lock()
-        if not requests:
+        self.key = None  # this work's entry in _inflight
+
+    def start(self, key):
+        self.key = key
+        if not self.requests:
             self._finish()
-        for r in requests:
+        for r in self.requests:
             r._on_poller(self._one)
+
+    def wait_here(self):
+        """Complete the requests on this thread: tide_wait spins where the
+        poller would be woken, and a woken poller then wakes the waiter
+        (two thread wake-ups of ~60 us each on this project's machines)."""
+        for r in self.requests:
+            try:
+                r.wait()
+            except tide.Error:
+                pass  # _one has recorded it for the future
 
     def _one(self, err):
         with self.lock:
@@ -100,6 +116,8 @@ class _Completion:
             self._finish()
 
     def _finish(self):
+        _inflight.pop(self.key, None)
+        self.requests = ()
         if self.error is not None:
             self.future.set_exception(RuntimeError(f"tide: {self.error}"))
             return
@@ -112,13 +130,20 @@ class _Completion:
         self.future.set_result(self.result)
 
 
+# id(work) -> (work, its _Completion) while the operation runs: how
+# Work.wait finds the requests of a tide work.  Holding the work keeps
+# its id from being reused meanwhile.
+_inflight = {}
+
+
 def _raise_failed_future():
     """torch 1.13's Work from _create_work_from_future returns True from
     wait() when its future failed (measured here), so a failed synchronous
     dist.all_reduce would pass silently (its get_future() even yields the
     error as the value).  Work.wait is wrapped, once, to raise that error
-    after the wait; for a successful work, or one
-    without a future, it changes nothing (so Gloo's works are unaffected).
+    after the wait; for a successful work, or one without a future, it
+    changes nothing (so Gloo's works are unaffected).  For a tide work it
+    first completes the requests on the waiting thread (wait_here).
     A Python Work subclass is no way out: torch's C++ callers (DDP) reach
     only C++ Work methods once the Python object is gone."""
     original = Work.wait
@@ -127,6 +152,9 @@ def _raise_failed_future():
 
     @functools.wraps(original)
     def wait(self, *args, **kwargs):
+        entry = _inflight.get(id(self))
+        if entry is not None and entry[0] is self:
+            entry[1].wait_here()
         done = original(self, *args, **kwargs)
         try:
             future = self.get_future()
@@ -146,7 +174,11 @@ _raise_failed_future()
 
 
 def _work(requests, result, after=None):
-    return _create_work_from_future(_Completion(requests, result, after).future)
+    completion = _Completion(requests, result, after)
+    work = _create_work_from_future(completion.future)
+    _inflight[id(work)] = (work, completion)
+    completion.start(id(work))
+    return work
 
 
 def _flat(tensors):

@@ -135,6 +135,11 @@ def case_p2p_and_async(ctx):
         assert w.is_completed()
         value = w.get_future().wait()
         eq(value[0], torch.full((5,), float(n * k + n * (n - 1) // 2)), f"async {k}")
+    # Nobody waits on the work: the poller completes the future, and its
+    # callbacks run (DDP's reducer works this way).
+    t = torch.ones(3)
+    chained = dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0] * 2)
+    eq(chained.wait(), torch.full((3,), 2.0 * n), "future callback")
     dist.barrier()
 
 
