@@ -12,7 +12,10 @@
 # 8 B to 64 MiB by factors of 4, on 2 and 4 ranks; the 2-rank allreduce
 # also at the anchor sizes of issue 3, 64 KiB, 1 MiB and 16 MiB, which
 # those factors step over) with tide-perf and its
-# twins tools/mpi_coll_bench.c and tools/gloo_bench.py; the overlap of a
+# twins tools/mpi_coll_bench.c and tools/gloo_bench.py; tide's
+# torch.distributed backend beside Gloo (gloo_bench.py --backend tide,
+# allreduce) and DDP training's step time on each (tools/ddp_demo.py);
+# the overlap of a
 # nonblocking allreduce with busy and sleeping compute (tide-overlap, the
 # same method for MPI_Iallreduce and Gloo's async all_reduce); and the raw
 # loopback limits (tools/loopback_limits.c).  Then tools/compare_report.py
@@ -52,7 +55,8 @@ py=/usr/bin/python3
 
 # ------------------------------------------------------------------ setup
 
-tools/packages.sh compare openmpi-bin libopenmpi-dev python3-torch python3-matplotlib
+tools/packages.sh compare openmpi-bin libopenmpi-dev python3-torch python3-matplotlib \
+  python3-numpy python3-sklearn
 
 tools/setup.sh "$build"
 mpicc -std=c11 -D_GNU_SOURCE -O2 tools/mpi_coll_bench.c -o "$build/tools/mpi-coll-bench" -lm
@@ -79,6 +83,7 @@ if ((quick)); then
   anchor_bands=("64K 1M 16 20 3")
   overlap_band="1M 1M 2 5 1"
   loopback=(--mib 16 --reps 3 --iters 3000)
+  ddp_epochs=2
 else
   passes=2
   bands=("8 2K 4 2000 200" "8K 32K 4 500 50" "128K 512K 4 100 10" "2M 2M 2 30 3"
@@ -86,11 +91,15 @@ else
   anchor_bands=("64K 1M 16 200 20" "16M 16M 2 10 2")
   overlap_band="64K 16M 4 15 3"
   loopback=(--mib 64 --reps 5 --iters 20000)
+  ddp_epochs=8
 fi
 all_ops=(allreduce allgather reduce_scatter broadcast)
 ops=("${all_ops[@]}") # what bench runs
 
 tide_run=("$build/tools/tide-run")
+# The Python package from this tree, on this build's library.
+tide_py=(env "PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+  "TIDE_LIBRARY=$(cd "$build" && pwd)/libtide.so")
 mpirun_base=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1)
 ompi_tcp=(--mca btl tcp,self --mca btl_tcp_if_include 127.0.0.1/8)
 ompi_sm=(--mca btl vader,self)
@@ -145,6 +154,10 @@ bench() {
     gloo)
       step "gloo-$tag" "${tide_run[@]}" -n "$n" -- "$py" tools/gloo_bench.py --op "$oplist" \
         "${sweep[@]}" --json "$raw/gloo-$tag.json" ;;
+    torch-tide) # tide's torch.distributed backend, beside Gloo's all_reduce
+      step "torch-tide-$tag" "${tide_py[@]}" "${tide_run[@]}" -n "$n" -- "$py" \
+        tools/gloo_bench.py --backend tide --op allreduce "${sweep[@]}" \
+        --json "$raw/torch-tide-$tag.json" ;;
   esac
 }
 
@@ -174,7 +187,7 @@ for pass in $(seq "$passes"); do
     for band in "${bands[@]}"; do
       read -r b e f iters warm <<<"$band"
       sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
-      for sys in "${systems[@]}"; do
+      for sys in "${systems[@]}" torch-tide; do
         bench "$sys" "$n" "$pass" "$b-$e"
       done
     done
@@ -195,6 +208,14 @@ for pass in $(seq "$passes"); do
       for sys in "${systems[@]}"; do
         overlap "$sys" "$n" "$pass" "$compute"
       done
+    done
+  done
+  # DDP training step time (tools/ddp_demo.py), the backends alternating.
+  for n in "${worlds[@]}"; do
+    for backend in gloo tide; do
+      step "ddp-$backend-p$pass-n$n" "${tide_py[@]}" "${tide_run[@]}" -n "$n" -- "$py" \
+        tools/ddp_demo.py --backend "$backend" --epochs "$ddp_epochs" \
+        --json "$raw/ddp-$backend-p$pass-n$n.json"
     done
   done
 done

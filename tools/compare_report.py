@@ -5,7 +5,8 @@ print the side-by-side tables and draw the plot.
     compare_report.py OUT_DIR
 
 Reads OUT_DIR/raw/*.json (arrays of records written by tide-perf,
-tide-overlap, mpi-coll-bench, gloo_bench.py and loopback-limits, plus
+tide-overlap, mpi-coll-bench, gloo_bench.py (Gloo, and tide's torch
+backend as "torch-tide"), ddp_demo.py and loopback-limits, plus
 compare.sh's run.json) and writes:
     OUT_DIR/compare.json   every record, the run's facts and the table rows
     OUT_DIR/table-full.md  the tables as printed, in Markdown
@@ -255,6 +256,54 @@ def pct_range(values):
     return lo if lo == hi else f"{lo}–{hi}"
 
 
+def torch_rows(records):
+    """tide's torch.distributed backend beside Gloo's, allreduce per
+    (ranks, size): each one's fastest pass."""
+    index = perf_index(records)
+    rows = []
+    for ranks, nbytes in sorted({(k[2], k[3]) for k in index if k[0] == "torch-tide"}):
+        tide, gloo = index.get(("torch-tide", "allreduce", ranks, nbytes)), \
+            index.get(("gloo", "allreduce", ranks, nbytes))
+        rows.append({"ranks": ranks, "bytes": nbytes,
+                     "time_us": {"torch-tide": tide and tide["time_us"],
+                                 "gloo": gloo and gloo["time_us"]},
+                     "ratio": gloo["time_us"] / tide["time_us"] if tide and gloo else None})
+    return rows
+
+
+def ddp_rows(records):
+    """DDP step time per (ranks, backend): every pass, and the median."""
+    runs = {}
+    for r in records:
+        if r.get("tool") == "ddp":
+            runs.setdefault((r["ranks"], r["backend"]), []).append(r["ms_per_step"])
+    rows = []
+    for ranks in sorted({k[0] for k in runs}):
+        row = {"ranks": ranks, "ms_per_step": {}, "median": {}}
+        for backend in ("tide", "gloo"):
+            got = sorted(runs.get((ranks, backend), []))
+            row["ms_per_step"][backend] = got
+            row["median"][backend] = got[len(got) // 2] if got else None
+        tide, gloo = row["median"]["tide"], row["median"]["gloo"]
+        row["ratio"] = gloo / tide if tide and gloo else None
+        rows.append(row)
+    return rows
+
+
+def torch_table(rows):
+    head = ["ranks", "size", "torch tide µs", "torch Gloo µs", "x Gloo"]
+    return head, [[str(r["ranks"]), size_text(r["bytes"]), time_text(r["time_us"]["torch-tide"]),
+                   time_text(r["time_us"]["gloo"]),
+                   f"{r['ratio']:.2f}" if r["ratio"] else "n/a"] for r in rows]
+
+
+def ddp_table(rows):
+    head = ["ranks", "tide ms/step", "Gloo ms/step", "x Gloo (medians)"]
+    runs = lambda v: ", ".join(f"{x:.2f}" for x in v) or "n/a"
+    return head, [[str(r["ranks"]), runs(r["ms_per_step"]["tide"]), runs(r["ms_per_step"]["gloo"]),
+                   f"{r['ratio']:.2f}" if r["ratio"] else "n/a"] for r in rows]
+
+
 def limits_lines(records):
     lim, out = limits_of(records), []
     order = ("stream", "ring", "rtt_busy_poll", "rtt_blocking", "memcpy")
@@ -353,19 +402,26 @@ def main():
         print("\n== the epoll reactor against io_uring and Open MPI tcp ==\n" + "\n".join(epoll))
     print("\n== overlap of a nonblocking allreduce with compute, % (OSU method) ==")
     print(text_table(*ov_table))
+    tr, dr = torch_rows(records), ddp_rows(records)
+    print("\n== torch.distributed all_reduce, float32 sum: backend tide vs Gloo, µs per call ==")
+    print(text_table(*torch_table(tr)))
+    print("\n== DDP training (tools/ddp_demo.py): ms per step, each pass ==")
+    print(text_table(*ddp_table(dr)))
     print("\n== loopback limits ==\n" + "; ".join(limits))
     for name, bw_rows, ov_rows in (("table-full.md", bw, ov),
                                    ("table.md", readme_cut(bw), overlap_cut(ov))):
         with open(os.path.join(out_dir, name), "w") as f:
             f.write(f"{about}\n\nAnchors (2-rank allreduce):\n\n{md_table(*anchor_table(anchors))}"
                     f"\n\n{md_table(*bandwidth_table(bw_rows))}\n\nOverlap (%):\n\n"
-                    f"{md_table(*overlap_table(ov_rows))}\n\nLoopback limits: "
+                    f"{md_table(*overlap_table(ov_rows))}\n\ntorch.distributed all_reduce "
+                    f"(µs):\n\n{md_table(*torch_table(tr))}\n\nDDP (ms/step):\n\n"
+                    f"{md_table(*ddp_table(dr))}\n\nLoopback limits: "
                     f"{'; '.join(limits)}.\n")
             if epoll:
                 f.write("\nThe epoll reactor: " + "; ".join(epoll) + ".\n")
     with open(os.path.join(out_dir, "compare.json"), "w") as f:
         json.dump({"facts": facts, "anchors": anchors, "bandwidth": bw, "overlap": ov,
-                   "epoll": epoll, "records": records}, f, indent=1)
+                   "epoll": epoll, "torch": tr, "ddp": dr, "records": records}, f, indent=1)
         f.write("\n")
     try:
         plot(bw, records, os.path.join(out_dir, "compare.png"))
