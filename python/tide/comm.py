@@ -99,14 +99,33 @@ class Comm:
 
     # --------------------------------------------------------- the posting
 
-    def _post(self, fn, args, views, result, name):
+    def _start(self, fn, args, views, name):
+        """Post one operation; the C request, or the error of the call."""
         req = ctypes.c_void_p()
         rc = fn(self._handle(), *args, ctypes.byref(req))
         if rc:
             _release(views)
             raise error(rc, f"{name}: {_lib.strerror(rc).decode()} (see tide's log for which "
                         "argument)")
-        return Request(req.value, [v for v in views if v is not None], self._poller, result)
+        return req.value
+
+    def _post(self, fn, args, views, result, name):
+        """The nonblocking form: a Request holding the borrowed views."""
+        req = self._start(fn, args, views, name)
+        return Request(req, [v for v in views if v is not None], self._poller, result)
+
+    def _run(self, fn, args, views, result, name):
+        """The blocking form: post and wait here (the GIL released), with
+        no Request in between: this is the path whose cost per call over C
+        tools/py_overhead.py measures."""
+        req = self._start(fn, args, views, name)
+        rc = _lib.wait(req, -1)  # up to the operation's deadline
+        message = _lib.req_message(req).decode(errors="replace") if rc else ""
+        _lib.req_free(req)
+        _release(views)
+        if rc:
+            raise error(rc, message)
+        return result
 
     def _check_op(self, op):
         if op not in _OPS:
@@ -140,113 +159,135 @@ class Comm:
 
     # -------------------------------------------------------- collectives
 
-    def iallreduce(self, x, out=None, op=SUM):
-        """out[i] = op over ranks of x[i]; in place in x when out is None."""
+    def _allreduce_call(self, x, out=None, op=SUM):
         self._check_op(op)
         sx, so = self._in_out(x, out, "allreduce")
         if so is not None:
             self._guard((sx, so), lambda: _count_is(so, sx.count, "allreduce out"))
         send, recv = (sx.addr, so.addr) if so else (_lib.IN_PLACE, sx.addr)
-        return self._post(_lib.iallreduce, (send, recv, sx.count, sx.dtype, op), (sx, so),
-                          x if out is None else out, "allreduce")
+        return (_lib.iallreduce, (send, recv, sx.count, sx.dtype, op), (sx, so),
+                x if out is None else out, "allreduce")
+
+    def iallreduce(self, x, out=None, op=SUM):
+        """allreduce, nonblocking: a tide.Request at once."""
+        return self._post(*self._allreduce_call(x, out, op))
 
     def allreduce(self, x, out=None, op=SUM):
-        return self.iallreduce(x, out, op).wait()
+        """out[i] = op over ranks of x[i]; in place in x when out is None."""
+        return self._run(*self._allreduce_call(x, out, op))
 
-    def ibroadcast(self, x, root=0):
-        """root's x lands in x on every rank."""
+    def _broadcast_call(self, x, root=0):
         self._check_root(root)
         sx = borrow(x, "broadcast x", writable=self.rank != root)
-        return self._post(_lib.ibroadcast, (sx.addr, sx.count, sx.dtype, root), (sx,), x,
-                          "broadcast")
+        return (_lib.ibroadcast, (sx.addr, sx.count, sx.dtype, root), (sx,), x,
+                "broadcast")
+
+    def ibroadcast(self, x, root=0):
+        """broadcast, nonblocking: a tide.Request at once."""
+        return self._post(*self._broadcast_call(x, root))
 
     def broadcast(self, x, root=0):
-        return self.ibroadcast(x, root).wait()
+        """root's x lands in x on every rank."""
+        return self._run(*self._broadcast_call(x, root))
 
-    def ireduce(self, x, out=None, op=SUM, root=0):
-        """Like allreduce, but only root gets the result: in out, or in x
-        when out is None.  out is ignored on the other ranks."""
+    def _reduce_call(self, x, out=None, op=SUM, root=0):
         self._check_op(op)
         self._check_root(root)
         if self.rank != root:
             sx = borrow(x, "reduce x", writable=False)
-            return self._post(_lib.ireduce, (sx.addr, None, sx.count, sx.dtype, op, root),
-                              (sx,), None, "reduce")
+            return (_lib.ireduce, (sx.addr, None, sx.count, sx.dtype, op, root),
+                    (sx,), None, "reduce")
         sx, so = self._in_out(x, out, "reduce")
         if so is not None:
             self._guard((sx, so), lambda: _count_is(so, sx.count, "reduce out"))
         send, recv = (sx.addr, so.addr) if so else (_lib.IN_PLACE, sx.addr)
-        return self._post(_lib.ireduce, (send, recv, sx.count, sx.dtype, op, root), (sx, so),
-                          x if out is None else out, "reduce")
+        return (_lib.ireduce, (send, recv, sx.count, sx.dtype, op, root), (sx, so),
+                x if out is None else out, "reduce")
+
+    def ireduce(self, x, out=None, op=SUM, root=0):
+        """reduce, nonblocking: a tide.Request at once."""
+        return self._post(*self._reduce_call(x, out, op, root))
 
     def reduce(self, x, out=None, op=SUM, root=0):
-        return self.ireduce(x, out, op, root).wait()
+        """Like allreduce, but only root gets the result: in out, or in x
+        when out is None.  out is ignored on the other ranks."""
+        return self._run(*self._reduce_call(x, out, op, root))
 
-    def iallgather(self, x, out=None):
-        """Every rank's x, concatenated by rank, in out (size * len(x)).
-        out None: x is the whole result, this rank's block already at its
-        place."""
+    def _allgather_call(self, x, out=None):
         if out is None:
             sx = borrow(x, "allgather x", writable=True)
             self._guard((sx,), lambda: self._divisible(sx, "allgather x"))
-            return self._post(_lib.iallgather, (_lib.IN_PLACE, sx.addr, sx.count // self.size,
-                                                sx.dtype), (sx,), x, "allgather")
+            return (_lib.iallgather, (_lib.IN_PLACE, sx.addr, sx.count // self.size,
+                    sx.dtype), (sx,), x, "allgather")
         sx, so = self._in_out(x, out, "allgather")
         self._guard((sx, so), lambda: _count_is(so, sx.count * self.size, "allgather out"))
-        return self._post(_lib.iallgather, (sx.addr, so.addr, sx.count, sx.dtype), (sx, so),
-                          out, "allgather")
+        return (_lib.iallgather, (sx.addr, so.addr, sx.count, sx.dtype), (sx, so),
+                out, "allgather")
+
+    def iallgather(self, x, out=None):
+        """allgather, nonblocking: a tide.Request at once."""
+        return self._post(*self._allgather_call(x, out))
 
     def allgather(self, x, out=None):
-        return self.iallgather(x, out).wait()
+        """Every rank's x, concatenated by rank, in out (size * len(x)).
+        out None: x is the whole result, this rank's block already at its
+        place."""
+        return self._run(*self._allgather_call(x, out))
 
     def _divisible(self, view, what):
         if view.count % self.size:
             raise invalid(f"{what}: {view.count} elements do not split into {self.size} "
                           "equal blocks")
 
-    def ireduce_scatter(self, x, out=None, op=SUM):
-        """x holds size blocks; rank r gets block r of their reduction, in
-        out (one block) or, when out is None, at the start of x."""
+    def _reduce_scatter_call(self, x, out=None, op=SUM):
         self._check_op(op)
         sx, so = self._in_out(x, out, "reduce_scatter")
         self._guard((sx, so), lambda: self._divisible(sx, "reduce_scatter x"))
         per = sx.count // self.size
         if so is None:
-            return self._post(_lib.ireduce_scatter, (_lib.IN_PLACE, sx.addr, per, sx.dtype, op),
-                              (sx,), x, "reduce_scatter")
+            return (_lib.ireduce_scatter, (_lib.IN_PLACE, sx.addr, per, sx.dtype, op),
+                    (sx,), x, "reduce_scatter")
         self._guard((sx, so), lambda: _count_is(so, per, "reduce_scatter out"))
-        return self._post(_lib.ireduce_scatter, (sx.addr, so.addr, per, sx.dtype, op),
-                          (sx, so), out, "reduce_scatter")
+        return (_lib.ireduce_scatter, (sx.addr, so.addr, per, sx.dtype, op),
+                (sx, so), out, "reduce_scatter")
+
+    def ireduce_scatter(self, x, out=None, op=SUM):
+        """reduce_scatter, nonblocking: a tide.Request at once."""
+        return self._post(*self._reduce_scatter_call(x, out, op))
 
     def reduce_scatter(self, x, out=None, op=SUM):
-        return self.ireduce_scatter(x, out, op).wait()
+        """x holds size blocks; rank r gets block r of their reduction, in
+        out (one block) or, when out is None, at the start of x."""
+        return self._run(*self._reduce_scatter_call(x, out, op))
 
-    def igather(self, x, out=None, root=0):
-        """Every rank's x, concatenated by rank, in root's out (size *
-        len(x)); out is ignored elsewhere."""
+    def _gather_call(self, x, out=None, root=0):
         self._check_root(root)
         if self.rank != root:
             sx = borrow(x, "gather x", writable=False)
-            return self._post(_lib.igather, (sx.addr, None, sx.count, sx.dtype, root), (sx,),
-                              None, "gather")
+            return (_lib.igather, (sx.addr, None, sx.count, sx.dtype, root), (sx,),
+                    None, "gather")
         if out is None:
             raise invalid("gather: root needs out (size * len(x) elements)")
         sx, so = self._in_out(x, out, "gather")
         self._guard((sx, so), lambda: _count_is(so, sx.count * self.size, "gather out"))
-        return self._post(_lib.igather, (sx.addr, so.addr, sx.count, sx.dtype, root),
-                          (sx, so), out, "gather")
+        return (_lib.igather, (sx.addr, so.addr, sx.count, sx.dtype, root),
+                (sx, so), out, "gather")
+
+    def igather(self, x, out=None, root=0):
+        """gather, nonblocking: a tide.Request at once."""
+        return self._post(*self._gather_call(x, out, root))
 
     def gather(self, x, out=None, root=0):
-        return self.igather(x, out, root).wait()
+        """Every rank's x, concatenated by rank, in root's out (size *
+        len(x)); out is ignored elsewhere."""
+        return self._run(*self._gather_call(x, out, root))
 
-    def iscatter(self, x, out, root=0):
-        """Block r of root's x (size blocks) lands in rank r's out; x is
-        read at root only (pass None elsewhere)."""
+    def _scatter_call(self, x, out, root=0):
         self._check_root(root)
         so = borrow(out, "scatter out", writable=True)
         if self.rank != root:
-            return self._post(_lib.iscatter, (None, so.addr, so.count, so.dtype, root), (so,),
-                              out, "scatter")
+            return (_lib.iscatter, (None, so.addr, so.count, so.dtype, root), (so,),
+                    out, "scatter")
         try:
             sx = borrow(x, "scatter x", writable=False)
         except Exception:
@@ -254,30 +295,41 @@ class Comm:
             raise
         self._guard((sx, so), lambda: (_same_dtype(sx, so, "scatter"),
                                        _count_is(sx, so.count * self.size, "scatter x")))
-        return self._post(_lib.iscatter, (sx.addr, so.addr, so.count, so.dtype, root),
-                          (sx, so), out, "scatter")
+        return (_lib.iscatter, (sx.addr, so.addr, so.count, so.dtype, root),
+                (sx, so), out, "scatter")
+
+    def iscatter(self, x, out, root=0):
+        """scatter, nonblocking: a tide.Request at once."""
+        return self._post(*self._scatter_call(x, out, root))
 
     def scatter(self, x, out, root=0):
-        return self.iscatter(x, out, root).wait()
+        """Block r of root's x (size blocks) lands in rank r's out; x is
+        read at root only (pass None elsewhere)."""
+        return self._run(*self._scatter_call(x, out, root))
 
-    def ialltoall(self, x, out):
-        """Block p of this rank's x lands in block r of rank p's out."""
+    def _alltoall_call(self, x, out):
         if out is None:
             raise invalid("alltoall: out is required (it may not overlap x)")
         sx, so = self._in_out(x, out, "alltoall")
         self._guard((sx, so), lambda: (self._divisible(sx, "alltoall x"),
                                        _count_is(so, sx.count, "alltoall out")))
-        return self._post(_lib.ialltoall, (sx.addr, so.addr, sx.count // self.size, sx.dtype),
-                          (sx, so), out, "alltoall")
+        return (_lib.ialltoall, (sx.addr, so.addr, sx.count // self.size, sx.dtype),
+                (sx, so), out, "alltoall")
+
+    def ialltoall(self, x, out):
+        """alltoall, nonblocking: a tide.Request at once."""
+        return self._post(*self._alltoall_call(x, out))
 
     def alltoall(self, x, out):
-        return self.ialltoall(x, out).wait()
+        """Block p of this rank's x lands in block r of rank p's out."""
+        return self._run(*self._alltoall_call(x, out))
 
     def ibarrier(self):
         return self._post(_lib.ibarrier, (), (), None, "barrier")
 
     def barrier(self):
-        self.ibarrier().wait()
+        """Return once every rank has entered the barrier."""
+        self._run(_lib.ibarrier, (), (), None, "barrier")
 
     # ------------------------------------------------------ point to point
 
