@@ -188,22 +188,29 @@ def case_bad_input(comm):
 
 
 def case_dropped_request(comm):
-    """A request dropped while pending keeps its buffer until it ends."""
+    """A request dropped while pending keeps its buffer until it ends.
+    Rank 0 joins the allreduce only once every other rank has dropped its
+    request and checked, so none can have completed early."""
     if comm.size == 1:
         return
     x = np.full(1000, 1.0)
     alive = weakref.ref(x)
     if comm.rank == 0:
-        time.sleep(0.3)  # the others' requests stay pending meanwhile
-    comm.iallreduce(x)
-    del x
-    gc.collect()
-    if comm.rank != 0:
+        for r in range(1, comm.size):
+            comm.recv(bytearray(1), r, tag=50)
+        comm.allreduce(x)
+    else:
+        comm.iallreduce(x)
+        del x
+        gc.collect()
         assert alive() is not None, "the buffer of a pending request was freed"
+        comm.send(b"g", 0, tag=50)
     comm.barrier()
     deadline = time.monotonic() + 10
+    if comm.rank == 0:
+        del x
     while alive() is not None:
-        assert time.monotonic() < deadline, "the buffer was never let go"
+        assert time.monotonic() - deadline < 0, "the buffer was never let go"
         time.sleep(0.01)
         gc.collect()
 
@@ -247,25 +254,28 @@ def case_split(comm):
 
 
 def case_gil_released(comm):
-    """Another thread runs Python while this one waits in tide."""
+    """Another thread runs Python while this one waits in tide: on rank 1
+    a thread counts, then tells rank 0 to join the allreduce rank 1's main
+    thread is blocked in.  Were the GIL held while waiting, the count
+    could not advance and the allreduce would fail at its deadline."""
     if comm.size == 1:
         return
-    count = [0]
-    stop = threading.Event()
-
-    def spin():
-        while not stop.is_set():
-            count[0] += 1
-    t = threading.Thread(target=spin)
+    entering = threading.Event()
     if comm.rank == 1:
+        def count_then_release_rank_0():
+            entering.wait(30)  # main is (about to be) blocked in the allreduce
+            count = 0
+            while count < 200000:  # ~10 ms of Python: main is waiting by then
+                count += 1
+            comm.send(b"g", 0, tag=51)
+        t = threading.Thread(target=count_then_release_rank_0)
         t.start()
     if comm.rank == 0:
-        time.sleep(0.5)
+        comm.recv(bytearray(1), 1, tag=51)
+    entering.set()
     comm.allreduce(np.ones(1))
-    stop.set()
     if comm.rank == 1:
         t.join()
-        assert count[0] > 1000, f"the other thread ran {count[0]} loops during a 0.5 s wait"
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
