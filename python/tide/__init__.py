@@ -28,8 +28,13 @@ from .errors import (Aborted, AuthFailed, BootstrapFailed, Busy, DeadlineExceede
                      ProtocolError, Truncated)
 from .request import Poller, Request
 
-__all__ = ["init", "finalize", "world", "Comm", "Request", "Error", "SUM", "PROD", "MIN", "MAX",
-           "AVG", "InvalidArgument", "DeadlineExceeded", "PeerLost", "Mismatch", "Aborted"]
+__all__ = ["init", "finalize", "world", "config", "Comm", "Request",
+           "SUM", "PROD", "MIN", "MAX", "AVG",
+           "INT8", "UINT8", "INT32", "UINT32", "INT64", "UINT64", "FLOAT16", "BFLOAT16",
+           "FLOAT32", "FLOAT64",
+           "Error", "InvalidArgument", "OutOfMemory", "DeadlineExceeded", "PeerLost", "Truncated",
+           "AuthFailed", "Mismatch", "Aborted", "IOFailed", "NotSupported", "BootstrapFailed",
+           "ProtocolError", "Busy"]
 
 _FINALIZE_DRAIN_S = 30.0  # how long finalize waits for dropped requests' buffers
 

@@ -150,7 +150,7 @@ class Request:
     def wait(self, timeout=None):
         """Block until the operation completes, at most timeout seconds
         (None: up to the operation's deadline).  Returns the result buffer
-        (or, for a receive, the number of bytes received); raises the
+        (a receive's buffer; .nbytes then says how much arrived); raises the
         operation's error, or DeadlineExceeded if timeout passed first (the
         request then stays pending: wait again, or drop it)."""
         if self._status is None:
@@ -216,8 +216,3 @@ class Request:
             # The queue is gone (after finalize): nothing can complete
             # any more, so the buffers are safe to drop.
             _lib.req_free(self._req)
-
-
-def wait_list(requests, timeout=None):
-    """Wait for every request in order; returns their results."""
-    return [r.wait(timeout) for r in requests]

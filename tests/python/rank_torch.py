@@ -3,7 +3,6 @@ each CPU collective torch has against a reference, every dtype, async
 work, subgroups, point to point, errors as RuntimeError, and
 init_process_group(timeout=) as tide's deadline.  Run by test_torch.py."""
 import datetime
-import os
 import sys
 import time
 

@@ -1,6 +1,5 @@
 """test_binding.py - the tide package: in this process (what needs no
 job), then rank_binding.py and rank_faults.py on 1-4 ranks."""
-import ctypes
 import os
 import re
 
