@@ -176,7 +176,8 @@ def perf(args, rank, n, out):
             if rank == 0:
                 print(f"{op:15} {nb:10} {call.count:10} {us:10.1f} {algbw:8.3f} {busbw:8.3f} "
                       f"{wrong:6}")
-            out.append({"tool": TOOL[args.backend], "op": op, "ranks": n, "bytes": nb, "count": call.count,
+            out.append({"tool": TOOL[args.backend], "op": op, "ranks": n, "bytes": nb,
+                        "count": call.count,
                         "dtype": "float", "redop": "none" if op == "broadcast" else "sum",
                         "root": 0 if op == "broadcast" else -1, "algo": "default",
                         "inplace": call.inplace, "time_us": round(us, 3),

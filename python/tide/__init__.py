@@ -2,7 +2,7 @@
 tide.torch`, a torch.distributed backend named "tide").
 
     import numpy as np, tide
-    with tide.init() as comm:                  # tide-run's, torchrun's, mpirun's or srun's variables
+    with tide.init() as comm:    # tide-run's, torchrun's, mpirun's or srun's variables
         x = np.full(4, comm.rank, np.float32)
         comm.allreduce(x)                      # in place, blocking
         req = comm.iallgather(x, out := np.empty(4 * comm.size, np.float32))

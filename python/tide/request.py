@@ -17,10 +17,10 @@ import threading
 from . import _lib
 from .errors import DeadlineExceeded, error
 
-_WAIT_BATCH = 64
-_POLL_MS = 200
-_ETIMEDOUT = -3
-_NO_LOCK = contextlib.nullcontext()  # how often the poller looks up from tide_cq_wait to see if it must stop
+_WAIT_BATCH = 64  # tags taken per tide_cq_wait
+_POLL_MS = 200  # how often the poller looks up from tide_cq_wait to see if it must stop
+_ETIMEDOUT = -3  # TIDE_ETIMEDOUT
+_NO_LOCK = contextlib.nullcontext()  # a request nobody else completes needs no lock
 
 
 class Poller:
