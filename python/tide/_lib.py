@@ -56,7 +56,8 @@ lib, path = _load()
 
 class Config(ctypes.Structure):
     """tide_config of include/tide.h, field for field, in order
-    (tests/python/test_binding.py checks the two stay alike)."""
+    (tests/python/test_binding.py checks every offset and size against
+    what the compiler lays out, printed by tests/config_layout.c)."""
     _fields_ = [
         ("rank", c_int),
         ("size", c_int),
@@ -73,6 +74,8 @@ class Config(ctypes.Structure):
         ("trace_path", c_char * 1024),
         ("yield_when_idle", c_int),
         ("tcp_congestion", c_char * 16),
+        ("reactor", c_int),
+        ("transport", c_char * 16),
     ]
 
 

@@ -1,24 +1,27 @@
 """test_binding.py - the tide package: in this process (what needs no
 job), then rank_binding.py and rank_faults.py on 1-4 ranks."""
+import ctypes
 import os
-import re
 
 import pytest
 
 import tide
-from conftest import ROOT
+from conftest import BUILD, ROOT
 from tide import _lib
 
 
-def test_config_mirrors_the_header():
-    """_lib.Config must list tide_config's fields in the header's order,
-    with the same array sizes: a drift would corrupt memory."""
-    header = open(os.path.join(ROOT, "include", "tide.h")).read()
-    body = re.search(r"typedef struct tide_config \{(.*?)\} tide_config;", header, re.S).group(1)
-    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
-    fields = re.findall(r"(\w+)\s+(\w+)(?:\[(\d+)\])?;", body)
-    mirror = [(name, getattr(ctype, "_length_", None)) for name, ctype in _lib.Config._fields_]
-    assert [(name, int(n) if n else None) for _, name, n in fields] == mirror
+def test_config_mirrors_the_c_layout():
+    """_lib.Config must lay tide_config out as the C compiler does (every
+    field's offset and size, and the whole size: tests/config_layout.c
+    prints them), or tide_config_default would write past its end."""
+    import json
+    import subprocess
+    layout = json.loads(subprocess.run([os.path.join(BUILD, "tests", "config-layout")],
+                                       capture_output=True, text=True, check=True).stdout)
+    mirror = {name: [getattr(_lib.Config, name).offset, getattr(_lib.Config, name).size]
+              for name, _ in _lib.Config._fields_}
+    assert mirror == layout["fields"]
+    assert ctypes.sizeof(_lib.Config) == layout["size"]
 
 
 def test_errors_carry_name_message_and_builtin():
