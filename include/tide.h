@@ -62,7 +62,8 @@ extern "C" {
     X(ENOSYS, -10, "not supported on this system")                            \
     X(EBOOTSTRAP, -11, "bootstrap failed")                                    \
     X(EPROTO, -12, "protocol error from a peer")                              \
-    X(EBUSY, -13, "resource busy")
+    X(EBUSY, -13, "resource busy")                                            \
+    X(EREVOKED, -14, "communicator revoked")
 
 typedef enum tide_errno {
 #define TIDE_ERRNO_ENUM(name, value, text) TIDE_##name = (value),
@@ -185,6 +186,30 @@ TIDE_API int tide_comm_size(const tide_comm *comm);
  * wait for peers).  The communicator must still be finalized.
  */
 TIDE_API int tide_comm_abort(tide_comm *comm);
+
+/*
+ * Revoke comm (MPI ULFM's MPI_Comm_revoke): every rank's pending
+ * operations on comm fail promptly with TIDE_EREVOKED, and so does every
+ * later one, collective or point-to-point, on any rank.  Not collective:
+ * one rank calls it, typically after an operation failed there with
+ * TIDE_EPEER or TIDE_ETIMEDOUT, to wake the ranks that wait on comm for
+ * something that will never come (a rank that only waits on a healthy
+ * peer is otherwise told nothing).  The notice is forwarded by every rank
+ * that receives it, so it reaches all live ranks even when the revoking
+ * rank dies while sending it.  Revoking twice, or on several ranks at
+ * once, is harmless.  Returns 0 once the notice is handed to the
+ * transport (it does not wait for peers); TIDE_EINVAL when comm is NULL.
+ * Other communicators, the world included, are not touched.
+ *
+ *     int rc = tide_allreduce(comm, buf, buf, n, TIDE_FLOAT, TIDE_SUM);
+ *     if (rc == TIDE_EPEER || rc == TIDE_ETIMEDOUT)
+ *         tide_comm_revoke(comm);      // wake the others
+ *     if (rc != 0) {
+ *         // every rank now fails on comm with rc or TIDE_EREVOKED:
+ *         // release it and go on on another communicator
+ *     }
+ */
+TIDE_API int tide_comm_revoke(tide_comm *comm);
 
 /*
  * A failure this rank learned of after the collective it concerns had
