@@ -120,6 +120,8 @@ struct tide_req {
     int late_err;              /* reports comm's late failure instead of running */
     bool survives_revoke;      /* runs on a revoked comm (revoke and recovery calls);
                                   every other operation fails there */
+    bool sees_peer_loss;       /* its step gets messages that failed with TIDE_EPEER
+                                  (the agreement's failure detector) */
     int status;                /* final result, valid once DONE */
     int failing;               /* first error, while messages drain */
     bool finished;             /* reactor: completed, callback ran */
@@ -164,6 +166,7 @@ struct tide_comm {
     /* Set once by the reactor when comm is revoked here or by a peer
      * (revoke.c); read by callers too (a request on it fails at start). */
     _Atomic bool revoked;
+    _Atomic uint64_t agreements; /* agree/shrink calls made on it (agree.c) */
     tide_comm *next;           /* in the context's list of comms */
     struct tide__recorder *rec; /* reactor: its last collectives (recorder.c), made
                                    at its first; NULL until then or if memory ran out */
@@ -399,6 +402,20 @@ void tide__comm_revoked(tide_comm *comm, int origin, int from);
  * reachable rank of comm (mismatch.c). */
 void tide__poison_comm(struct tide__ctx *ctx, tide_comm *comm, uint64_t seq, int err, int lost,
                        const char *text);
+
+/* ---- agree.c: tide_comm_agree, tide_comm_shrink ---- */
+
+/* The sequence number of comm's k-th agreement (from 0), counting down
+ * from just below TIDE_REVOKE_SEQ; frames from TIDE_RECOVERY_SEQ_MIN up
+ * belong to no collective. */
+#define TIDE_RECOVERY_SEQ(k) (UINT64_MAX - 1 - (uint64_t)(k))
+#define TIDE_RECOVERY_SEQ_MIN (UINT64_MAX - (1ull << 32))
+
+/* subcomm.c: the communicator of parent's ranks members[0..n-1] (sorted,
+ * this rank among them) that shrink decided; salt (the agreement's
+ * sequence number) makes its id differ from earlier shrinks'. */
+int tide__comm_survivors(tide_comm *parent, const int *members, int n, uint64_t salt,
+                         tide_comm **out);
 
 /* ---- scratch.c: reactor-owned temporary buffers ---- */
 

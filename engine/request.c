@@ -365,7 +365,7 @@ int tide__ctx_deliver(struct tide__ctx *ctx)
         if (req->failing) {
             if (!req->nlive)
                 finish(req, req->failing);
-        } else if (m->status < 0) {
+        } else if (m->status < 0 && !(m->status == TIDE_EPEER && req->sees_peer_loss)) {
             fail_from_msg(req, m);
         } else {
             req->vt->step(req, m);
