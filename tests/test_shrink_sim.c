@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "tide.h"
+#include "ulfm_step.h"
 
 enum { MAXN = 6, STEPS = 8 };
 
@@ -105,16 +106,10 @@ static void program(tide_comm *world, void *arg)
             break; /* a wrong result: reported */
         if (rc == TIDE_EABORTED)
             goto crashed;
-        if (rc)
-            tide_comm_revoke(comm);
-        int flag = rc == 0;
-        if ((rc = tide_comm_agree(comm, &flag)) == 0 && flag) {
+        if ((rc = ulfm_after_step(&comm, world, rc)) == 1) {
             step++;
             continue;
         }
-        tide_comm *smaller = NULL;
-        if (rc == 0)
-            rc = tide_comm_shrink(comm, &smaller);
         if (rc == TIDE_EABORTED)
             goto crashed;
         if (rc) {
@@ -122,9 +117,6 @@ static void program(tide_comm *world, void *arg)
                      tide_err_name(rc));
             break;
         }
-        if (comm != world)
-            tide_comm_free(comm);
-        comm = smaller;
         r->shrinks++;
     }
     r->done = !r->error[0];

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "ulfm_step.h"
 
 enum { N = 4, STEPS = 40 };
 
@@ -79,24 +80,15 @@ static void body(tide_comm *world, void *arg)
             raise(shm->stop ? SIGSTOP : SIGKILL);
         }
         int rc = run_step(comm, step, wr, members, &n);
-        if (rc)
-            tide_comm_revoke(comm);
-        int flag = rc == 0;
-        if ((rc = tide_comm_agree(comm, &flag)) == 0 && flag) {
+        if ((rc = ulfm_after_step(&comm, world, rc)) == 1) {
             step++;
             continue;
         }
-        tide_comm *smaller = NULL;
-        if (rc == 0)
-            rc = tide_comm_shrink(comm, &smaller);
         if (rc) {
             shm->out[wr].rc = rc;
             return; /* the stopped case: checked by the parent */
         }
         shm->out[wr].recovered = now_s();
-        if (comm != world)
-            EXPECT_OK(tide_comm_free(comm));
-        comm = smaller;
         shrinks++;
     }
     shm->out[wr].shrinks = shrinks;
