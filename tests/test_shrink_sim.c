@@ -5,8 +5,11 @@
  * (allreduce, broadcast, allgather, barrier) in the ULFM loop of tide.h:
  * after each step every live rank agrees whether all finished it; if
  * not, it revokes, shrinks and redoes the step on the new communicator.
- * One rank crashes at a random delivery, and a second one a little later
- * (often during the agreement or the shrink).  Checked: every live rank
+ * One rank crashes at a random delivery, a second one a little later
+ * (often during the agreement or the shrink), and with 5 or more ranks a
+ * third soon after that.  First, every pair of crash points around a
+ * lone shrink of 4 ranks (crash_pairs: the case that finds too few
+ * rounds of flooding).  Checked: every live rank
  * finishes the program, every result is right for the members of the
  * communicator it ran on, and all end with the same member list, which
  * holds every live rank.
@@ -36,8 +39,9 @@ struct job {
     uint64_t seed;
     int n;
     uint8_t kind[STEPS]; /* 0 allreduce, 1 broadcast, 2 allgather, 3 barrier */
-    int crash[2];        /* ranks, and after how many deliveries */
-    uint64_t after[2];
+    int ncrash;          /* 2, or 3 with 5 ranks or more */
+    int crash[3];        /* ranks, and after how many deliveries */
+    uint64_t after[3];
     struct rank_result res[MAXN];
 };
 
@@ -143,6 +147,14 @@ static void make_job(uint64_t seed, struct job *j)
     j->crash[1] = (j->crash[0] + 1 + (int)(next_rand(&s) % (uint64_t)(j->n - 1))) % j->n;
     j->after[0] = next_rand(&s) % 200;
     j->after[1] = j->after[0] + 1 + next_rand(&s) % 120;
+    j->ncrash = j->n >= 5 ? 3 : 2;
+    /* A third death soon after the second: a rank that alone saw an
+     * earlier death may die while telling the others. */
+    j->crash[2] = (j->crash[1] + 1 + (int)(next_rand(&s) % (uint64_t)(j->n - 1))) % j->n;
+    if (j->crash[2] == j->crash[0])
+        j->crash[2] = (j->crash[2] + 1) % j->n == j->crash[1] ? (j->crash[2] + 2) % j->n
+                                                              : (j->crash[2] + 1) % j->n;
+    j->after[2] = j->after[1] + 1 + next_rand(&s) % 40;
 }
 
 /* Returns 1 when the schedule went wrong (and says why), else 0. */
@@ -198,7 +210,7 @@ static int run_job(struct job *j, bool verbose)
     tide_comm *comms[MAXN];
     if (tide_sim_create(j->n, &cfg, &sim, comms))
         return 1;
-    for (int c = 0; c < 2; c++)
+    for (int c = 0; c < j->ncrash; c++)
         tide_sim_crash(sim, j->crash[c], j->after[c]);
     int rc = tide_sim_spawn(sim, program, j);
     tide_sim_destroy(sim);
@@ -207,6 +219,60 @@ static int run_job(struct job *j, bool verbose)
                (unsigned long long)j->seed, j->n, j->crash[0], (unsigned long long)j->after[0],
                j->crash[1], (unsigned long long)j->after[1]);
     return rc ? 1 : check(j, verbose);
+}
+
+/* Every pair of crash points around one shrink of 4 ranks: the first
+ * victim dies at delivery a (round 0 has 12), a second at b, later.  A
+ * death in round 0 that only some ranks saw, then the death of one that
+ * saw it while telling the others, is where too few rounds of flooding
+ * leave the survivors with different members (and sizes). */
+static void shrink_only(tide_comm *world, void *arg)
+{
+    struct job *j = arg;
+    struct rank_result *r = &j->res[tide_comm_rank(world)];
+    tide_comm *smaller = NULL;
+    int rc = tide_comm_shrink(world, &smaller);
+    r->crashed = rc == TIDE_EABORTED;
+    r->done = rc == 0;
+    r->nmembers = smaller ? tide_comm_size(smaller) : 0;
+    if (rc && !r->crashed)
+        snprintf(r->error, sizeof r->error, "shrink: %s", tide_err_name(rc));
+    if (smaller)
+        tide_comm_free(smaller);
+}
+
+static int crash_pairs(void)
+{
+    int failures = 0;
+    static struct job j;
+    for (int victim2 = 1; victim2 < 4; victim2++)
+        for (uint64_t a = 0; a < 12; a++)
+            for (uint64_t b = a + 1; b <= a + 36; b++) {
+                memset(&j, 0, sizeof j);
+                j.n = 4;
+                tide_sim *sim;
+                tide_comm *comms[4];
+                if (tide_sim_create(4, NULL, &sim, comms))
+                    return 1;
+                tide_sim_crash(sim, 0, a);
+                tide_sim_crash(sim, victim2, b);
+                tide_sim_spawn(sim, shrink_only, &j);
+                tide_sim_destroy(sim);
+                int size = -1;
+                for (int r = 0; r < 4; r++) {
+                    const struct rank_result *x = &j.res[r];
+                    if (x->crashed)
+                        continue;
+                    bool bad = !x->done || (size >= 0 && x->nmembers != size);
+                    if (bad)
+                        printf("crashes 0@%llu %d@%llu: rank %d: %s, size %d (others %d)\n",
+                               (unsigned long long)a, victim2, (unsigned long long)b, r,
+                               x->error, x->nmembers, size);
+                    failures += bad;
+                    size = x->nmembers;
+                }
+            }
+    return failures;
 }
 
 int main(int argc, char **argv)
@@ -228,7 +294,7 @@ int main(int argc, char **argv)
         make_job(strtoull(one, NULL, 10), &j);
         return run_job(&j, true);
     }
-    int failures = 0, shrinks = 0;
+    int failures = crash_pairs(), shrinks = 0;
     for (uint64_t seed = first; seed < first + count; seed++) {
         make_job(seed, &j);
         failures += run_job(&j, false);
