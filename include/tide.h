@@ -198,7 +198,8 @@ TIDE_API int tide_comm_abort(tide_comm *comm);
  * that receives it, so it reaches all live ranks even when the revoking
  * rank dies while sending it.  Revoking twice, or on several ranks at
  * once, is harmless.  Returns 0 once the notice is handed to the
- * transport (it does not wait for peers); TIDE_EINVAL when comm is NULL.
+ * transport (it does not wait for peers); TIDE_EINVAL when comm is NULL,
+ * TIDE_EABORTED after tide_comm_abort (or a simulated crash) here.
  * Other communicators, the world included, are not touched.
  *
  *     int rc = tide_allreduce(comm, buf, buf, n, TIDE_FLOAT, TIDE_SUM);
