@@ -12,7 +12,7 @@ const char *tide__kind_name(uint8_t kind)
 {
     static const char *names[] = {"?", "p2p", "barrier", "allreduce", "broadcast", "reduce",
                                   "allgather", "allgatherv", "reduce_scatter", "reduce_scatterv",
-                                  "gather", "scatter", "alltoall"};
+                                  "gather", "scatter", "alltoall", "poison", "agree"};
     return kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 

@@ -118,6 +118,10 @@ struct tide_req {
     int lost;                  /* 1 + world rank of the lost peer its failure
                                   stems from; 0: none (poison frames carry it) */
     int late_err;              /* reports comm's late failure instead of running */
+    bool survives_revoke;      /* runs on a revoked comm (revoke and recovery calls);
+                                  every other operation fails there */
+    bool sees_peer_loss;       /* its step gets messages that failed with TIDE_EPEER
+                                  (the agreement's failure detector) */
     int status;                /* final result, valid once DONE */
     int failing;               /* first error, while messages drain */
     bool finished;             /* reactor: completed, callback ran */
@@ -159,6 +163,10 @@ struct tide_comm {
     _Atomic int late_err;
     uint64_t late_seq;         /* reactor: the last collective recorded late */
     char late_text[232];
+    /* Set once by the reactor when comm is revoked here or by a peer
+     * (revoke.c); read by callers too (a request on it fails at start). */
+    _Atomic bool revoked;
+    _Atomic uint64_t agreements; /* agree/shrink calls made on it (agree.c) */
     tide_comm *next;           /* in the context's list of comms */
     struct tide__recorder *rec; /* reactor: its last collectives (recorder.c), made
                                    at its first; NULL until then or if memory ran out */
@@ -375,6 +383,40 @@ void tide__coll_number(tide_req *req);
 /* Reactor, as req starts: if it carries a late failure, fail it with
  * that and return true. */
 bool tide__async_error_report(tide_req *req);
+
+/* ---- revoke.c: tide_comm_revoke ---- */
+
+/* The sequence number of a revoke notice: a poison frame (tag
+ * -TIDE_EREVOKED) that names no collective but the whole communicator.
+ * Collectives count up from 1 and never reach it. */
+#define TIDE_REVOKE_SEQ UINT64_MAX
+
+/* Reactor: comm is revoked, by this rank (origin = its world rank) or by
+ * the notice of world rank `from`.  The first time: tell every other
+ * reachable rank of comm (forwarding makes the notice reach them all
+ * even if its origin dies while sending), then fail comm's pending
+ * operations but recovery ones with TIDE_EREVOKED.  Later times: nothing. */
+void tide__comm_revoked(tide_comm *comm, int origin, int from);
+
+/* Reactor: send a poison frame (comm, seq) with err, lost (1 + world
+ * rank of the loss it stems from, or 0) and text to every other
+ * reachable rank of comm (mismatch.c). */
+void tide__poison_comm(struct tide__ctx *ctx, tide_comm *comm, uint64_t seq, int err, int lost,
+                       const char *text);
+
+/* ---- agree.c: tide_comm_agree, tide_comm_shrink ---- */
+
+/* The sequence number of comm's k-th agreement (from 0), counting down
+ * from just below TIDE_REVOKE_SEQ; frames from TIDE_RECOVERY_SEQ_MIN up
+ * belong to no collective. */
+#define TIDE_RECOVERY_SEQ(k) (UINT64_MAX - 1 - (uint64_t)(k))
+#define TIDE_RECOVERY_SEQ_MIN (UINT64_MAX - (1ull << 32))
+
+/* subcomm.c: the communicator of parent's ranks members[0..n-1] (sorted,
+ * this rank among them) that shrink decided; salt (the agreement's
+ * sequence number) makes its id differ from earlier shrinks'. */
+int tide__comm_survivors(tide_comm *parent, const int *members, int n, uint64_t salt,
+                         tide_comm **out);
 
 /* ---- scratch.c: reactor-owned temporary buffers ---- */
 

@@ -95,9 +95,7 @@ void tide__ctl_msg_done(tide__msg *m)
     free(container_of(m, struct ctl_msg, m));
 }
 
-/* Poison (comm, seq) at every other reachable rank of comm; lost: 1 +
- * the world rank whose loss it stems from, or 0. */
-static void poison_all(struct tide__ctx *ctx, tide_comm *comm, uint64_t seq, int err, int lost,
+void tide__poison_comm(struct tide__ctx *ctx, tide_comm *comm, uint64_t seq, int err, int lost,
                        const char *text)
 {
     for (int r = 0; r < comm->size; r++) {
@@ -121,7 +119,7 @@ void tide__collective_failed(tide_req *req, int err, const char *detail)
     if (comm->nfailed < comm->failed_cap)
         comm->failed[comm->nfailed++] = req->seq;
     if (!req->told_by_peer && !req->ctx->broken)
-        poison_all(req->ctx, comm, req->seq, err, req->lost, detail);
+        tide__poison_comm(req->ctx, comm, req->seq, err, req->lost, detail);
 }
 
 /* Where comm remembers collective seq, if it is recent enough. */
@@ -229,7 +227,7 @@ static void check_unexpected(struct tide__ctx *ctx, int peer, const struct tide_
         tide__describe_signature(f, theirs, sizeof theirs);
         snprintf(text, sizeof text, "it had finished %s when rank %d sent a frame of %s", mine,
                  peer, theirs);
-        poison_all(ctx, comm, f->seq, TIDE_EMISMATCH, 0, text);
+        tide__poison_comm(ctx, comm, f->seq, TIDE_EMISMATCH, 0, text);
         tide__async_error_record(comm, f->seq, TIDE_EMISMATCH,
                                  "collective %llu (%s) had succeeded here when rank %d sent a "
                                  "frame of %s for it",
@@ -268,6 +266,14 @@ static void apply_poison(struct tide__ctx *ctx, int peer, const struct tide__fra
 {
     size_t n = strlen(text);
     int err = tide__frame_poison_error(f);
+    if (f->seq == TIDE_REVOKE_SEQ) {
+        tide_comm *revoked = tide__comm_find(ctx, f->comm_id);
+        /* A notice for a communicator this rank has not made yet (or has
+         * freed) finds nothing to wake. */
+        if (revoked && err == TIDE_EREVOKED)
+            tide__comm_revoked(revoked, f->root, peer);
+        return;
+    }
     tide_req *req = find_active(ctx, f->comm_id, f->seq);
     if (req) {
         fail_from_peer(req, err, peer, f, text);
@@ -309,7 +315,9 @@ static void inbox_push(struct tide__ctx *ctx, int peer, const struct tide__frame
 
 void tide__frame_unexpected(struct tide__ctx *ctx, int peer, const struct tide__frame *f)
 {
-    if (f->seq != 0) /* point-to-point frames have no signature */
+    /* Point-to-point frames have no signature; an agreement's early
+     * frames (agree.c) are its own business. */
+    if (f->seq != 0 && f->seq < TIDE_RECOVERY_SEQ_MIN)
         inbox_push(ctx, peer, f, 0, NULL, 0);
 }
 

@@ -166,6 +166,11 @@ static void start(tide_req *req)
         tide__req_fail(req, ctx->broken, "cannot start: the communicator is no longer usable");
         return;
     }
+    if (atomic_load(&req->comm->revoked) && !req->survives_revoke) {
+        req->told_by_peer = true; /* the ranks heard the notice itself */
+        tide__req_fail(req, TIDE_EREVOKED, "cannot start: the communicator was revoked");
+        return;
+    }
     if (tide__async_error_report(req))
         return;
     if (tide__timer_arm(ctx->timers, &req->timer, req->deadline_ns) < 0) {
@@ -360,7 +365,7 @@ int tide__ctx_deliver(struct tide__ctx *ctx)
         if (req->failing) {
             if (!req->nlive)
                 finish(req, req->failing);
-        } else if (m->status < 0) {
+        } else if (m->status < 0 && !(m->status == TIDE_EPEER && req->sees_peer_loss)) {
             fail_from_msg(req, m);
         } else {
             req->vt->step(req, m);

@@ -256,3 +256,20 @@ int tide_comm_create_group(tide_comm *comm, const int *ranks, int n, tide_comm *
     free(members);
     return rc;
 }
+
+/* ---- shrink (agree.c decides the members) ---- */
+
+int tide__comm_survivors(tide_comm *parent, const int *members, int n, uint64_t salt,
+                         tide_comm **out)
+{
+    int rank = -1;
+    uint32_t id = mix(mix(2166136261u, parent->id), salt);
+    for (int i = 0; i < n; i++) {
+        if (members[i] == parent->rank)
+            rank = i;
+        id = mix(id, (uint64_t)members[i]);
+    }
+    if (rank < 0)
+        return TIDE_EPEER; /* agree.c refuses this first */
+    return comm_new(parent, members, n, rank, id, out);
+}

@@ -62,7 +62,8 @@ extern "C" {
     X(ENOSYS, -10, "not supported on this system")                            \
     X(EBOOTSTRAP, -11, "bootstrap failed")                                    \
     X(EPROTO, -12, "protocol error from a peer")                              \
-    X(EBUSY, -13, "resource busy")
+    X(EBUSY, -13, "resource busy")                                            \
+    X(EREVOKED, -14, "communicator revoked")
 
 typedef enum tide_errno {
 #define TIDE_ERRNO_ENUM(name, value, text) TIDE_##name = (value),
@@ -185,6 +186,88 @@ TIDE_API int tide_comm_size(const tide_comm *comm);
  * wait for peers).  The communicator must still be finalized.
  */
 TIDE_API int tide_comm_abort(tide_comm *comm);
+
+/*
+ * Revoke comm (MPI ULFM's MPI_Comm_revoke): every rank's pending
+ * operations on comm fail promptly with TIDE_EREVOKED, and so does every
+ * later one, collective or point-to-point, on any rank.  Not collective:
+ * one rank calls it, typically after an operation failed there with
+ * TIDE_EPEER or TIDE_ETIMEDOUT, to wake the ranks that wait on comm for
+ * something that will never come (a rank that only waits on a healthy
+ * peer is otherwise told nothing).  The notice is forwarded by every rank
+ * that receives it, so it reaches all live ranks even when the revoking
+ * rank dies while sending it.  Revoking twice, or on several ranks at
+ * once, is harmless.  Returns 0 once the notice is handed to the
+ * transport (it does not wait for peers); TIDE_EINVAL when comm is NULL,
+ * TIDE_EABORTED after tide_comm_abort (or a simulated crash) here.
+ * Other communicators, the world included, are not touched.
+ *
+ *     int rc = tide_allreduce(comm, buf, buf, n, TIDE_FLOAT, TIDE_SUM);
+ *     if (rc == TIDE_EPEER || rc == TIDE_ETIMEDOUT)
+ *         tide_comm_revoke(comm);      // wake the others
+ *     if (rc != 0) {
+ *         // every rank now fails on comm with rc or TIDE_EREVOKED:
+ *         // release it and go on on another communicator
+ *     }
+ */
+TIDE_API int tide_comm_revoke(tide_comm *comm);
+
+/*
+ * Recovery after a rank is lost, MPI ULFM's way: revoke the communicator
+ * (above) so that every rank stops waiting on it, then shrink it to the
+ * ranks still alive and go on there.  Both calls below are collective
+ * over the live ranks of comm -- every live rank makes the same calls in
+ * the same order -- work on a revoked communicator, and are not stopped
+ * by ranks that die before or during them.
+ *
+ * Failures are detected by the connections: a killed rank's close is
+ * noticed at once.  A rank that is alive but stopped (SIGSTOP, a
+ * debugger, a hang) is not detected: the call then fails at its deadline
+ * (TIDE_TIMEOUT) with TIDE_ETIMEDOUT, naming the ranks it waited for.
+ *
+ *     int rc = tide_allreduce(comm, grad, grad, n, TIDE_FLOAT32, TIDE_SUM);
+ *     while (rc != 0) {
+ *         tide_comm_revoke(comm);          // wake every rank out of comm
+ *         tide_comm *smaller;
+ *         if (tide_comm_shrink(comm, &smaller) != 0)
+ *             return -1;                   // e.g. a stopped rank: give up
+ *         if (comm != world)
+ *             tide_comm_free(comm);
+ *         comm = smaller;                  // ranks renumbered 0..size-1
+ *         reload_or_recompute(grad);       // redo the failed step
+ *         rc = tide_allreduce(comm, grad, grad, n, TIDE_FLOAT32, TIDE_SUM);
+ *     }
+ *
+ * The loop matters: a rank that dies during the shrink may still be in
+ * the new communicator (every survivor then has it, alike), and the next
+ * operation there fails with TIDE_EPEER.
+ */
+
+/*
+ * Agree on the live ranks of comm and make a communicator of them:
+ * *newcomm has every rank of comm not found dead, in comm's order,
+ * renumbered from 0.  Every rank that returns 0 gets the same members,
+ * even when the ranks saw different failures and when ranks die during
+ * the call (those are in or out alike on every survivor).  Costs n + 1
+ * rounds of messages among comm's n ranks; nothing is sent to a rank
+ * known dead.  Returns 0, TIDE_ETIMEDOUT (a rank neither answers nor
+ * dies: see above), TIDE_EPEER (the others lost this rank: a link broke
+ * between live ranks), TIDE_EBUSY (the new communicator's id is in use
+ * here), TIDE_ENOMEM, or TIDE_EINVAL (NULL argument; *newcomm is NULL on
+ * every failure).  Release the new communicator with tide_comm_free.
+ */
+TIDE_API int tide_comm_shrink(tide_comm *comm, tide_comm **newcomm);
+
+/*
+ * "Did everyone finish this step?": *flag becomes the AND of the *flag
+ * of every live rank of comm (nonzero counts as 1), the same on every
+ * rank that returns 0.  A rank that dies during the call counts or not,
+ * alike on every survivor; dead ranks do not block it.  Works on a
+ * revoked communicator, and takes part in comm's order of agreements
+ * (shrinks and agrees), not of its collectives.  Returns 0 or, as
+ * tide_comm_shrink, TIDE_ETIMEDOUT, TIDE_EPEER, TIDE_ENOMEM, TIDE_EINVAL.
+ */
+TIDE_API int tide_comm_agree(tide_comm *comm, int *flag);
 
 /*
  * A failure this rank learned of after the collective it concerns had

@@ -51,7 +51,7 @@ int tide__frame_poison_error(const struct tide__frame *f)
 {
     /* Judged as unsigned: negating the tag as an int overflows (undefined
      * behaviour) when a peer sends 0x80000000. */
-    if (f->tag >= 1 && f->tag <= (uint32_t)-TIDE_EBUSY) /* TIDE_EBUSY: the lowest code */
+    if (f->tag >= 1 && f->tag <= (uint32_t)-TIDE_EREVOKED) /* the lowest code */
         return -(int)f->tag;
     return TIDE_EPROTO;
 }

@@ -50,6 +50,8 @@ enum tide__op_kind {
     TIDE_KIND_POISON = 13, /* a peer failed collective (comm, seq): tag = -error,
                             * root = world rank whose loss caused it or -1,
                             * payload = its account (engine/mismatch.c) */
+    TIDE_KIND_AGREE = 14,  /* the survivors' agreement (engine/agree.c): tag =
+                            * round, payload = flag byte + failed-rank bitmap */
     TIDE_KIND_MAX_ = 64 /* kinds above this are rejected as corrupt */
 };
 
