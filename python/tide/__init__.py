@@ -25,7 +25,7 @@ from ._buffer import (BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, INT64, U
 from .comm import AVG, MAX, MIN, PROD, SUM, Comm
 from .errors import (Aborted, AuthFailed, BootstrapFailed, Busy, DeadlineExceeded, Error,
                      InvalidArgument, IOFailed, Mismatch, NotSupported, OutOfMemory, PeerLost,
-                     ProtocolError, Truncated)
+                     ProtocolError, Revoked, Truncated)
 from .request import Poller, Request
 
 __all__ = ["init", "finalize", "world", "config", "Comm", "Request",
@@ -34,7 +34,7 @@ __all__ = ["init", "finalize", "world", "config", "Comm", "Request",
            "FLOAT32", "FLOAT64",
            "Error", "InvalidArgument", "OutOfMemory", "DeadlineExceeded", "PeerLost", "Truncated",
            "AuthFailed", "Mismatch", "Aborted", "IOFailed", "NotSupported", "BootstrapFailed",
-           "ProtocolError", "Busy"]
+           "ProtocolError", "Busy", "Revoked"]
 
 _FINALIZE_DRAIN_S = 30.0  # how long finalize waits for dropped requests' buffers
 

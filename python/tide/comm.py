@@ -97,6 +97,57 @@ class Comm:
         rc = _lib.comm_create_group(self._handle(), arr, len(ranks), ctypes.byref(out))
         return self._sub(rc, out, "tide_comm_create_group")
 
+    # ----------------------------------------------------------- recovery
+
+    def revoke(self):
+        """Revoke this communicator (MPI ULFM's MPI_Comm_revoke): every
+        rank's pending and later operations on it fail with tide.Revoked.
+        Not collective, and it does not wait for peers: one rank calls it,
+        typically after an operation failed there with tide.PeerLost or
+        tide.DeadlineExceeded, to wake the ranks still waiting on this
+        communicator.  Revoking twice, or on several ranks, is harmless;
+        other communicators are not touched.  Recover with agree() and
+        shrink(), which work on a revoked communicator."""
+        check(_lib.comm_revoke(self._handle()), "tide_comm_revoke")
+
+    def agree(self, flag):
+        """The AND of flag over the live ranks ("did everyone finish this
+        step?"), the same on every rank that returns.  Collective over the
+        live ranks (dead ones do not block it); works on a revoked
+        communicator.  Raises tide.DeadlineExceeded when a rank neither
+        answers nor dies (stopped, not dead), tide.PeerLost when the
+        others lost this rank."""
+        c = ctypes.c_int(1 if flag else 0)
+        check(_lib.comm_agree(self._handle(), ctypes.byref(c)), "tide_comm_agree")
+        return bool(c.value)
+
+    def shrink(self):
+        """A new Comm of the ranks of this one still alive, in order,
+        renumbered from 0: the same members on every rank that returns,
+        even when ranks die during the call.  Collective over the live
+        ranks; works on a revoked communicator.  Close the new Comm (or use
+        it in a `with` block); this one stays open.  A rank that died
+        during the shrink may still be a member, so the next operation on
+        the new Comm fails and the program recovers again:
+
+            while True:
+                try:
+                    comm.allreduce(grad)
+                    break
+                except (tide.PeerLost, tide.Revoked, tide.DeadlineExceeded):
+                    comm.revoke()                 # wake every rank out of comm
+                    smaller = comm.shrink()
+                    if comm is not tide.world():
+                        comm.close()
+                    comm = smaller
+                    recompute(grad)
+
+        Raises tide.DeadlineExceeded, tide.PeerLost (as agree) or
+        tide.Busy (the new communicator's id is in use here)."""
+        out = ctypes.c_void_p()
+        rc = _lib.comm_shrink(self._handle(), ctypes.byref(out))
+        return self._sub(rc, out, "tide_comm_shrink")
+
     # --------------------------------------------------------- the posting
 
     def _start(self, fn, args, views, name):

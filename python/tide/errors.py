@@ -85,12 +85,18 @@ class Busy(Error):
     """TIDE_EBUSY."""
 
 
+class Revoked(Error):
+    """TIDE_EREVOKED: a rank revoked the communicator (Comm.revoke) and
+    every operation on it, pending or later, fails so.  Recover with
+    Comm.agree and Comm.shrink, which still work on it."""
+
+
 _BY_NAME = {
     "TIDE_EINVAL": InvalidArgument, "TIDE_ENOMEM": OutOfMemory,
     "TIDE_ETIMEDOUT": DeadlineExceeded, "TIDE_EPEER": PeerLost, "TIDE_ETRUNCATE": Truncated,
     "TIDE_EAUTH": AuthFailed, "TIDE_EMISMATCH": Mismatch, "TIDE_EABORTED": Aborted,
     "TIDE_EIO": IOFailed, "TIDE_ENOSYS": NotSupported, "TIDE_EBOOTSTRAP": BootstrapFailed,
-    "TIDE_EPROTO": ProtocolError, "TIDE_EBUSY": Busy,
+    "TIDE_EPROTO": ProtocolError, "TIDE_EBUSY": Busy, "TIDE_EREVOKED": Revoked,
 }
 
 
