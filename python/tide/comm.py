@@ -128,19 +128,23 @@ class Comm:
         ranks; works on a revoked communicator.  Close the new Comm (or use
         it in a `with` block); this one stays open.  A rank that died
         during the shrink may still be a member, so the next operation on
-        the new Comm fails and the program recovers again:
+        the new Comm fails and the program recovers again.  agree first,
+        so that a rank whose step succeeded shrinks too:
 
             while True:
+                ok = True
                 try:
                     comm.allreduce(grad)
+                except (tide.PeerLost, tide.Revoked):
+                    ok = False
+                    comm.revoke()             # wake every rank out of comm
+                if comm.agree(ok):
                     break
-                except (tide.PeerLost, tide.Revoked, tide.DeadlineExceeded):
-                    comm.revoke()                 # wake every rank out of comm
-                    smaller = comm.shrink()
-                    if comm is not tide.world():
-                        comm.close()
-                    comm = smaller
-                    recompute(grad)
+                smaller = comm.shrink()
+                if comm is not tide.world():
+                    comm.close()
+                comm = smaller
+                recompute(grad)               # redo the failed step
 
         Raises tide.DeadlineExceeded, tide.PeerLost (as agree) or
         tide.Busy (the new communicator's id is in use here)."""
