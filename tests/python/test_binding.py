@@ -35,7 +35,7 @@ def test_errors_carry_name_message_and_builtin():
     assert lost.peer == 3
     assert isinstance(tide.errors.error(-1), ValueError)
     assert tide.errors.error(-1).message == "invalid argument"  # tide's own text
-    for code in range(-1, -14, -1):
+    for code in range(-1, -15, -1):
         assert type(tide.errors.error(code)) is not tide.Error, code
 
 
