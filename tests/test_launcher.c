@@ -527,6 +527,41 @@ static void first_failure_stops_the_job(void **state)
     }
 }
 
+/* --keep-going: a rank killed by a signal is reported and the others go
+ * on to the end (they must finish their 0.3 s, not be stopped); the job
+ * exits 0 because the rest did.  A rank that exits non-zero still fails
+ * the job, and so does one where every rank was killed. */
+static void keep_going_forgives_killed_ranks(void **state)
+{
+    (void)state;
+    static const char *const killed[] = {
+        "--keep-going", "-n", "3", "--", "/bin/sh", "-c",
+        "if [ $RANK = 1 ]; then kill -9 $$; fi; sleep 0.3; echo done", NULL};
+    static const char *const exits[] = {
+        "--keep-going", "-n", "3", "--", "/bin/sh", "-c",
+        "if [ $RANK = 1 ]; then exit 3; fi; sleep 30", NULL};
+    static const char *const all_killed[] = {
+        "--keep-going", "-n", "2", "--", "/bin/sh", "-c", "kill -9 $$", NULL};
+    struct run r;
+
+    run_to_end(&r, killed);
+    assert_int_equal(exit_code(&r), 0);
+    assert_contains(r.err, "rank 1 was killed by signal 9");
+    assert_contains(r.err, "the others go on (--keep-going)");
+    assert_int_equal(count_of(r.out, "done"), 2);
+    run_free(&r);
+
+    run_to_end(&r, exits);
+    assert_int_equal(exit_code(&r), 3);
+    assert_contains(r.err, "rank 1 exited with status 3");
+    assert_true(r.elapsed_ms < 10000);
+    run_free(&r);
+
+    run_to_end(&r, all_killed);
+    assert_int_equal(exit_code(&r), 128 + SIGKILL);
+    run_free(&r);
+}
+
 static void exec_failure_in_child_exits_127(void **state)
 {
     (void)state;
@@ -691,6 +726,7 @@ int main(void)
         LAUNCHER_TEST(no_prefix_passes_output_through),
         LAUNCHER_TEST(help_is_printed),
         LAUNCHER_TEST(first_failure_stops_the_job),
+        LAUNCHER_TEST(keep_going_forgives_killed_ranks),
         LAUNCHER_TEST(exec_failure_in_child_exits_127),
         LAUNCHER_TEST(bad_usage_exits_2),
         LAUNCHER_TEST(signals_are_forwarded),

@@ -17,6 +17,9 @@
  * Failure policy: the first rank to exit non-zero or die by a signal is
  * the cause.  Every other live rank gets SIGTERM, then SIGKILL once the
  * grace period is over; their deaths are never reported as the cause.
+ * With --keep-going a rank killed by a signal is reported and the others
+ * go on (programs that recover with tide_comm_shrink); a rank that exits
+ * non-zero still stops the job.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +67,7 @@ struct options {
     int port;         /* --port; 0 means pick a free one */
     const char *addr; /* --addr; becomes MASTER_ADDR */
     bool no_prefix;   /* --no-prefix: ranks inherit stdout/stderr */
+    bool keep_going;  /* --keep-going: a rank killed by a signal stops nobody */
     int64_t grace_ms; /* --grace: SIGTERM to SIGKILL delay */
     int64_t dump_after_ms; /* --dump-on-timeout: SIGUSR1 to all after this; 0: never */
     char **program;   /* argv after "--", NULL-terminated */
@@ -83,6 +87,10 @@ static const char help_text[] =
     "  --no-prefix      ranks write straight to stdout/stderr, without\n"
     "                   the \"[rank] \" prefix on each line\n"
     "  --grace SECONDS  time between SIGTERM and SIGKILL (default: 5)\n"
+    "  --keep-going     a rank killed by a signal does not stop the others,\n"
+    "                   for programs that go on without it (tide_comm_shrink,\n"
+    "                   tide-fsdp-train --elastic); a rank that exits non-zero\n"
+    "                   still stops the job\n"
     "  --dump-on-timeout SECONDS\n"
     "                   if the job still runs after SECONDS, send every rank\n"
     "                   SIGUSR1: tide ranks write their flight-recorder dump\n"
@@ -98,8 +106,10 @@ static const char help_text[] =
     "SIGINT and SIGTERM are forwarded to every rank.  If a rank fails, the\n"
     "others get SIGTERM, and SIGKILL after the grace period.\n"
     "\n"
-    "Exit status: 0 if every rank exited 0; otherwise the first failing\n"
-    "rank's exit status, or 128+N if signal N killed it; 2 on bad usage.\n";
+    "Exit status: 0 if every rank exited 0 (with --keep-going: if at least\n"
+    "one did and the others were killed by signals); otherwise the first\n"
+    "failing rank's exit status, or 128+N if signal N killed it; 2 on bad\n"
+    "usage.\n";
 
 __attribute__((format(printf, 1, 2))) static void usage_error(const char *fmt, ...)
 {
@@ -270,6 +280,10 @@ static enum parse_result parse_args(int argc, char **argv, struct options *opt)
             return PARSE_HELP;
         if (strcmp(arg, "--no-prefix") == 0) {
             opt->no_prefix = true;
+            continue;
+        }
+        if (strcmp(arg, "--keep-going") == 0) {
+            opt->keep_going = true;
             continue;
         }
         int applied = apply_value_option(argc, argv, &i, opt);
@@ -482,6 +496,8 @@ struct launcher {
     int64_t drain_until_ms;         /* if nothing is live: give up pipes */
     int64_t dump_at_ms;             /* --dump-on-timeout: when to send SIGUSR1; 0: done */
     struct failure failure;
+    struct failure lost;    /* --keep-going: the first rank killed, forgiven */
+    int exited_ok;          /* ranks that exited 0 */
     char *scratch;          /* one prefixed line on its way out */
     struct pollfd *pfds;    /* signal_fd, then the open streams */
     struct stream **polled; /* polled[k] is behind pfds[k + 1] */
@@ -716,8 +732,18 @@ static void spawn_all(struct launcher *l)
 
 static void note_exit(struct launcher *l, int rank, int status)
 {
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        l->exited_ok++;
         return;
+    }
+    if (l->opt.keep_going && !l->stopping && WIFSIGNALED(status)) {
+        fprintf(stderr, "tide-run: rank %d was killed by signal %d (%s); the others go on "
+                        "(--keep-going)\n",
+                rank, WTERMSIG(status), strsignal(WTERMSIG(status)));
+        if (l->lost.rank < 0)
+            l->lost = (struct failure){.rank = rank, .wait_status = status};
+        return;
+    }
     /* Later deaths are usually our own SIGTERM/SIGKILL at work. */
     if (l->failure.rank < 0)
         l->failure = (struct failure){.rank = rank, .wait_status = status};
@@ -911,6 +937,7 @@ static int launcher_init(struct launcher *l)
 
     l->signal_fd = -1;
     l->failure.rank = -1;
+    l->lost.rank = -1;
     l->ranks = calloc((size_t)n, sizeof *l->ranks);
     l->scratch = malloc(PREFIX_CAP + LINE_CAP + 1);
     l->pfds = calloc((size_t)n * 2 + 1, sizeof *l->pfds);
@@ -990,7 +1017,13 @@ int main(int argc, char **argv)
     if (l.opt.dump_after_ms)
         l.dump_at_ms = now_ms() + l.opt.dump_after_ms;
     spawn_all(&l);
-    int status = run_loop(&l) == 0 ? report_failure(&l.failure) : EXIT_FAILURE_LAUNCHER;
+    int status = EXIT_FAILURE_LAUNCHER;
+    if (run_loop(&l) == 0) {
+        /* --keep-going forgives the ranks killed only if one finished. */
+        if (l.failure.rank < 0 && l.exited_ok == 0)
+            l.failure = l.lost;
+        status = report_failure(&l.failure);
+    }
     launcher_free(&l);
     return status;
 }
