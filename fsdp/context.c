@@ -186,6 +186,19 @@ static void free_unit(struct tide__fsdp_unit *u, int no_shard)
     free(u->offsets);
 }
 
+int tide_fsdp_revoke(tide_fsdp *f)
+{
+    if (f == NULL)
+        return TIDE_EINVAL;
+    /* Revoking the caller's communicator would not reach these: revoke
+     * touches no other communicator, and FSDP's are its own splits. */
+    if (f->replica_comm)
+        tide_comm_revoke(f->replica_comm);
+    if (f->shard_comm)
+        tide_comm_revoke(f->shard_comm);
+    return 0;
+}
+
 void tide_fsdp_destroy(tide_fsdp *f)
 {
     if (f == NULL)

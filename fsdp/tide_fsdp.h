@@ -130,6 +130,18 @@ TIDE_API int tide_fsdp_create(tide_comm *comm, const tide_fsdp_config *cfg, tide
  * ignored. */
 TIDE_API void tide_fsdp_destroy(tide_fsdp *f);
 
+/*
+ * After a failure (a call returned TIDE_EPEER, TIDE_ETIMEDOUT, ...):
+ * revoke FSDP's private communicators (tide_comm_revoke), so that the
+ * ranks still waiting on them for this rank fail promptly with
+ * TIDE_EREVOKED instead of at their deadline.  The context is unusable
+ * afterwards: destroy it, shrink the communicator it was made over
+ * (tide_comm_shrink) and create a new one there.  tide-fsdp-train
+ * --elastic shows the whole recovery.  Returns 0, or TIDE_EINVAL for
+ * NULL.  Not collective; revoking twice is harmless.
+ */
+TIDE_API int tide_fsdp_revoke(tide_fsdp *f);
+
 /* Why the last call that failed failed ("" if none has). */
 TIDE_API const char *tide_fsdp_message(const tide_fsdp *f);
 
