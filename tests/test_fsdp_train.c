@@ -6,7 +6,8 @@
  * writes no gradient, for every strategy, and sleeps for making the batch
  * as BLAS mode computes it; the usage errors (a hybrid group that does not
  * divide the world, a negative --lr, a bad --sleep-ms) that must fail;
- * and each optimizer's own default learning rate.
+ * and each optimizer's own default learning rate; --elastic going on
+ * after ranks are killed (tide-run --keep-going), and what it refuses.
  * Small sizes (3 layers of 30x30: padding on 4 ranks) keep it quick. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -23,15 +25,16 @@ static const char small[] = "--layers 3 --width 30 --batch 4 --steps 4 --replays
 static const char *const strategies[] = {"full_shard", "shard_grad_op", "no_shard",
                                          "hybrid_shard"};
 
-/* Run tide-fsdp-train on n ranks; returns its exit status, output in out. */
-static int run(int n, const char *args, char *out, size_t cap)
+/* Run tide-fsdp-train on n ranks under tide-run with the launcher's
+ * options `launch`; returns its exit status, output in out. */
+static int run_with(const char *launch, int n, const char *args, char *out, size_t cap)
 {
     const char *launcher = getenv("TIDE_RUN"), *train = getenv("TIDE_FSDP_TRAIN");
     char cmd[1024];
     if (launcher == NULL || train == NULL)
         fail_msg("TIDE_RUN and TIDE_FSDP_TRAIN must name tide-run and tide-fsdp-train");
-    snprintf(cmd, sizeof cmd, "timeout 100 '%s' -n %d -- '%s' %s %s 2>&1", launcher, n, train,
-             small, args);
+    snprintf(cmd, sizeof cmd, "timeout 100 '%s' %s -n %d -- '%s' %s %s 2>&1", launcher, launch, n,
+             train, small, args);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     size_t len = 0, got;
@@ -40,6 +43,11 @@ static int run(int n, const char *args, char *out, size_t cap)
     out[len] = '\0';
     int status = pclose(p);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static int run(int n, const char *args, char *out, size_t cap)
+{
+    return run_with("", n, args, out, cap);
 }
 
 static void expect_check_passes(int n, const char *args)
@@ -141,6 +149,85 @@ static void learning_rate_defaults(void **state)
     assert_non_null(strstr(out, "adam lr 0.25,"));
 }
 
+/* The number after `label` in out, which must be there. */
+static double number_after(const char *out, const char *label)
+{
+    const char *at = strstr(out, label);
+    if (at == NULL)
+        fail_msg("no '%s' in:\n%s", label, out);
+    return strtod(at + strlen(label), NULL);
+}
+
+/* --elastic on 4 ranks, a rank killed halfway through a step's backward:
+ * the survivors shrink, rebuild, redo the step and finish, holding the
+ * same parameters, with the loss down from the first step.  Under
+ * hybrid_shard the killed rank's shard comes from the other group; the
+ * parameters must then equal no_shard's (where every survivor has them
+ * all) up to float rounding, which a shard restored from the wrong place
+ * or the wrong offset would not. */
+static void elastic_goes_on_after_a_kill(void **state)
+{
+    static char out[1 << 16];
+    static const char *const kills[] = {"0@2", "3@1"};
+    for (int k = 0; k < 2; k++) {
+        double norm[2];
+        for (int h = 0; h < 2; h++) {
+            char args[256];
+            snprintf(args, sizeof args, "--elastic --steps 6 --strategy %s --group 2 --kill %s",
+                     h ? "hybrid_shard" : "no_shard", kills[k]);
+            int rc = run_with("--keep-going", 4, args, out, sizeof out);
+            if (rc != 0 || strstr(out, "1 recovery, 3 ranks at the end") == NULL ||
+                strstr(out, "the 3 ranks hold the same parameters") == NULL)
+                fail_msg("%s: exit %d\n%s", args, rc, out);
+            char lost[64];
+            snprintf(lost, sizeof lost, "lost rank %c (of the starting world)", kills[k][0]);
+            assert_non_null(strstr(out, lost));
+            if (h)
+                assert_non_null(strstr(out, "hybrid_shard groups of 2 -> 1 ranks"));
+            double first = number_after(out, "6 steps, loss ");
+            double last = number_after(strstr(out, "6 steps, loss "), " -> ");
+            if (!(last < first))
+                fail_msg("%s: loss %g -> %g\n%s", args, first, last, out);
+            norm[h] = number_after(out, "squared norm ");
+        }
+        if (fabs(norm[0] - norm[1]) > 1e-5 * norm[0])
+            fail_msg("kill %s: squared norm no_shard %.9g, hybrid_shard %.9g", kills[k], norm[0],
+                     norm[1]);
+    }
+}
+
+/* Two deaths, rank 0 among them: two recoveries, two ranks finish. */
+static void elastic_survives_two_deaths(void **state)
+{
+    static char out[1 << 16];
+    int rc = run_with("--keep-going", 4, "--elastic --steps 6 --strategy no_shard --kill 0@1,2@3",
+                      out, sizeof out);
+    if (rc != 0 || strstr(out, "2 recoveries, 2 ranks at the end") == NULL ||
+        strstr(out, "the 2 ranks hold the same parameters") == NULL)
+        fail_msg("exit %d\n%s", rc, out);
+}
+
+/* What --elastic cannot do fails clearly: the two copies of a shard
+ * lost at once, a strategy without replicas, Adam, --kill alone. */
+static void elastic_refuses_what_it_cannot_recover(void **state)
+{
+    static char out[1 << 16];
+    int rc = run_with("--keep-going", 4,
+                      "--elastic --steps 4 --strategy hybrid_shard --group 2 --kill 0@1,2@1", out,
+                      sizeof out);
+    if (rc == 0 || strstr(out, "were held only by lost ranks") == NULL)
+        fail_msg("exit %d\n%s", rc, out);
+    assert_int_not_equal(run(2, "--elastic --strategy full_shard", out, sizeof out), 0);
+    assert_non_null(strstr(out, "--elastic needs every parameter replicated"));
+    assert_int_not_equal(run(2, "--elastic --strategy no_shard --optim adam", out, sizeof out), 0);
+    assert_non_null(strstr(out, "it takes --optim sgd"));
+    assert_int_not_equal(run(2, "--strategy no_shard --kill 1@1", out, sizeof out), 0);
+    assert_non_null(strstr(out, "--kill needs --elastic"));
+    assert_int_not_equal(run(2, "--elastic --strategy no_shard --kill 2@1", out, sizeof out), 0);
+    assert_int_not_equal(run(2, "--elastic --strategy no_shard --kill 1@x", out, sizeof out), 0);
+    assert_non_null(strstr(out, "bad option --kill"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -150,6 +237,9 @@ int main(void)
         cmocka_unit_test(sleep_mode_sleeps_for_the_batch),
         cmocka_unit_test(bad_configurations_fail),
         cmocka_unit_test(learning_rate_defaults),
+        cmocka_unit_test(elastic_goes_on_after_a_kill),
+        cmocka_unit_test(elastic_survives_two_deaths),
+        cmocka_unit_test(elastic_refuses_what_it_cannot_recover),
     };
     return cmocka_run_group_tests_name("tide-fsdp-train --check", tests, NULL, NULL);
 }

@@ -21,8 +21,9 @@
  * fsdp_train_args.c (options), fsdp_trainer.c (a rank's model, buffers
  * and sleep calibration), fsdp_train_loop.c (the steps and the
  * no-compute replay), fsdp_train_report.c (what is printed),
- * fsdp_train_check.c (--check against one process), fsdp_mlp.c (the
- * math). */
+ * fsdp_train_check.c (--check against one process),
+ * fsdp_train_elastic.c (--elastic: shrink and go on when ranks die),
+ * fsdp_mlp.c (the math). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -83,7 +84,7 @@ int main(int argc, char **argv)
         tide_finalize(world);
         return rc > 0 ? 0 : 2; /* --help, or a usage error */
     }
-    rc = o.compare ? compare(world, &o) : run(world, &o);
+    rc = o.elastic ? train_elastic(world, &o) : o.compare ? compare(world, &o) : run(world, &o);
     if (rc != 0)
         fprintf(stderr, "tide-fsdp-train: rank %d failed: %s\n", tide_comm_rank(world),
                 tide_err_name(rc));

@@ -9,6 +9,8 @@
 #include "tide.h"
 #include "tide_fsdp.h"
 
+#define TRAIN_MAX_KILLS 8
+
 struct opts {
     tide_fsdp_strategy strategy;
     int group;        /* hybrid group size; 0 = choose */
@@ -22,6 +24,10 @@ struct opts {
     int sleep, check, compare, init_rank0;
     /* --sleep-ms: fixed sleeps instead of calibrating (per layer; the batch) */
     double sleep_fwd_ms, sleep_bwd_ms, sleep_batch_ms;
+    /* --elastic, and --kill RANK@STEP,...: those ranks of the starting
+     * world kill themselves in that step's backward */
+    int elastic, kills;
+    int kill_rank[TRAIN_MAX_KILLS], kill_step[TRAIN_MAX_KILLS];
 };
 
 struct step_stats {
@@ -40,6 +46,7 @@ struct trainer {
     float *da, *db, *y, *teacher;
     double fwd_s, bwd_s, batch_s; /* sleep mode: per layer, and making the batch */
     double compute_s;
+    int die_in_backward; /* --kill: SIGKILL this rank halfway through backward */
 };
 
 /* fsdp_train_args.c: 0 run; 1 --help was printed; -1 a usage error was
@@ -53,6 +60,10 @@ void train_sleep(double s);
 int trainer_fail(struct trainer *t, const char *call, int rc);
 /* Buffers only (the one-process reference uses them too). */
 int trainer_alloc(struct trainer *t);
+/* The FSDP context over t->world (hybrid groups of `group` ranks) and
+ * one unit per layer, with the seeded parameters when seed is nonzero,
+ * else zeros for the caller to set.  Collective. */
+int trainer_fsdp(struct trainer *t, int prefetch, int group, int seed);
 /* The FSDP context with forward prefetch `prefetch`, the layers, the
  * buffers and, in sleep mode, the sleeps: --sleep-ms, like_t's (so that
  * runs compared side by side sleep alike), or calibrated.  Collective. */
@@ -67,6 +78,9 @@ void trainer_free(struct trainer *t);
  * each step on rank 0 when verbose and nruns == 1, after the last step
  * (nothing between steps but FSDP and the bookkeeping).  Collective. */
 #define TRAIN_MAX_RUNS 2
+/* One optimizer step over o->accum micro-steps; *loss is this rank's
+ * mean.  Collective over t->world (FSDP's communicators). */
+int train_step(struct trainer *t, int step, double *loss);
 int train_steps(tide_comm *world, const struct opts *o, const int *prefetch, int nruns,
                 struct step_stats *const *st, double *pure, int verbose);
 
@@ -88,5 +102,10 @@ void report_compare(const struct opts *o, const struct step_stats *a, double pa,
 /* fsdp_train_check.c: rank 0 trains in one process and compares every
  * step's loss; every rank gets the verdict (0 or TIDE_EMISMATCH). */
 int check_against_one_process(tide_comm *world, const struct opts *o, const struct step_stats *st);
+
+/* fsdp_train_elastic.c: --elastic, training that shrinks and goes on
+ * when ranks die; train_die is --kill's SIGKILL. */
+int train_elastic(tide_comm *world, const struct opts *o);
+void train_die(int layer);
 
 #endif

@@ -21,7 +21,11 @@ static const char usage[] =
     "  --sleep-ms F,B[,D]   sleep F ms per layer forward, B backward, D making the batch\n"
     "                       (default F); implies --compute sleep: fixed sleeps for A/B runs\n"
     "  --check              compare every step's loss with one-process training (1e-5)\n"
-    "  --compare-prefetch   train with prefetch 0 and with --prefetch (2 if 0), steps taking turns\n";
+    "  --compare-prefetch   train with prefetch 0 and with --prefetch (2 if 0), steps taking turns\n"
+    "  --elastic            go on when ranks die: shrink to the survivors, rebuild, redo the\n"
+    "                       step (no_shard or hybrid_shard, sgd; launch with tide-run --keep-going)\n"
+    "  --kill R@S[,R@S...]  with --elastic: rank R (of the starting world) kills itself\n"
+    "                       (SIGKILL) halfway through step S's backward\n";
 
 /* Value of the option at argv[*i], or NULL (and a message) if missing. */
 static const char *value(int argc, char **argv, int *i)
@@ -68,6 +72,25 @@ static int parse_sleeps(const char *v, struct opts *o)
                : 0;
 }
 
+/* "R@S[,R@S...]": at most TRAIN_MAX_KILLS pairs. */
+static int parse_kills(const char *v, struct opts *o)
+{
+    char *end;
+    for (o->kills = 0; o->kills < TRAIN_MAX_KILLS; v = end + 1) {
+        long r = strtol(v, &end, 10), s;
+        if (end == v || *end != '@' || r < 0)
+            return -1;
+        s = strtol(v = end + 1, &end, 10);
+        if (end == v || s < 0 || r > 1000000 || s > 1000000)
+            return -1;
+        o->kill_rank[o->kills] = (int)r;
+        o->kill_step[o->kills++] = (int)s;
+        if (*end != ',')
+            return *end ? -1 : 0;
+    }
+    return -1;
+}
+
 static int parse_number(const char *opt, const char *v, struct opts *o)
 {
     static const struct { const char *name; size_t at; } ints[] = {
@@ -91,7 +114,31 @@ static int parse_number(const char *opt, const char *v, struct opts *o)
         return (o->budget = strtoull(v, &end, 10)), *end ? -1 : 0;
     if (strcmp(opt, "--sleep-ms") == 0)
         return parse_sleeps(v, o);
+    if (strcmp(opt, "--kill") == 0)
+        return parse_kills(v, o);
     return 1;
+}
+
+/* --elastic and --kill with what they need; 0 or -1 (printed). */
+static int check_elastic(const struct opts *o, int world)
+{
+    const char *why = NULL;
+    if (o->kills && !o->elastic)
+        why = "--kill needs --elastic";
+    else if (o->elastic && o->strategy != TIDE_FSDP_NO_SHARD &&
+             o->strategy != TIDE_FSDP_HYBRID_SHARD)
+        why = "--elastic needs every parameter replicated on another rank: --strategy no_shard "
+              "or hybrid_shard";
+    else if (o->elastic && (o->adam || o->check || o->compare))
+        why = "--elastic restores parameters only: it takes --optim sgd, and neither --check "
+              "nor --compare-prefetch";
+    for (int k = 0; why == NULL && k < o->kills; k++)
+        if (o->kill_rank[k] >= world || o->kill_step[k] >= o->steps)
+            why = "--kill R@S needs a rank R below the world size and a step S below --steps";
+    if (why == NULL)
+        return 0;
+    fprintf(stderr, "tide-fsdp-train: %s\n", why);
+    return -1;
 }
 
 /* 0: run; 1: --help was printed; -1: a usage error was printed. */
@@ -111,6 +158,8 @@ int train_parse_args(int argc, char **argv, struct opts *o, int world)
             o->check = 1, rc = 0;
         else if (strcmp(opt, "--compare-prefetch") == 0)
             o->compare = 1, rc = 0;
+        else if (strcmp(opt, "--elastic") == 0)
+            o->elastic = 1, rc = 0;
         else if ((v = value(argc, argv, &i)) == NULL)
             return -1;
         else if ((rc = parse_word(opt, v, o)) == 1)
@@ -133,5 +182,5 @@ int train_parse_args(int argc, char **argv, struct opts *o, int world)
                         "and --check needs --compute blas\n");
         return -1;
     }
-    return 0;
+    return check_elastic(o, world);
 }

@@ -91,6 +91,8 @@ static int backward(struct trainer *t)
         compute_end(t, c0);
         if ((rc = tide_fsdp_grad_ready(t->f, l)) != 0 || (rc = tide_fsdp_release(t->f, l)) != 0)
             return trainer_fail(t, "grad_ready/release", rc);
+        if (t->die_in_backward && l == o->layers / 2)
+            train_die(l); /* with reductions in flight, the worst moment */
         float *swap = t->da;
         t->da = t->db;
         t->db = swap;
@@ -109,8 +111,7 @@ static int optimize(struct trainer *t)
     return rc ? trainer_fail(t, "optimizer step", rc) : 0;
 }
 
-/* One optimizer step over accum micro-steps; *loss is this rank's mean. */
-static int train_step(struct trainer *t, int step, double *loss)
+int train_step(struct trainer *t, int step, double *loss)
 {
     int rc;
     *loss = 0;

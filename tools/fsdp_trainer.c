@@ -98,15 +98,16 @@ int trainer_alloc(struct trainer *t)
 }
 
 /* Units, one per layer, initialised by the seeded initializer on every
- * rank, or by rank 0 and broadcast (--init rank0). */
-static int add_layers(struct trainer *t)
+ * rank, or by rank 0 and broadcast (--init rank0); left at zero unless
+ * seed. */
+static int add_layers(struct trainer *t, int seed)
 {
     size_t numels[2] = {(size_t)t->o->width * t->o->width, (size_t)t->o->width};
-    float *wb = malloc(mlp_layer_numel(t->o->width) * sizeof(float));
-    int rc = wb ? 0 : TIDE_ENOMEM;
+    float *wb = seed ? malloc(mlp_layer_numel(t->o->width) * sizeof(float)) : NULL;
+    int rc = seed && wb == NULL ? TIDE_ENOMEM : 0;
     for (int l = 0, unit; rc == 0 && l < t->o->layers; l++) {
-        if ((rc = tide_fsdp_add_unit(t->f, numels, 2, &unit)) != 0)
-            break;
+        if ((rc = tide_fsdp_add_unit(t->f, numels, 2, &unit)) != 0 || !seed)
+            continue;
         if (!t->o->init_rank0 || t->rank == 0)
             mlp_init_layer(wb, t->o->width, t->o->seed, l);
         rc = tide_fsdp_set_params(t->f, unit, wb, t->o->init_rank0 ? 0 : -1);
@@ -115,30 +116,37 @@ static int add_layers(struct trainer *t)
     return rc ? trainer_fail(t, "adding layers", rc) : 0;
 }
 
+int trainer_fsdp(struct trainer *t, int prefetch, int group, int seed)
+{
+    const struct opts *o = t->o;
+    tide_fsdp_config cfg;
+    char why[256];
+    tide_fsdp_config_default(&cfg);
+    cfg.strategy = o->strategy;
+    cfg.hybrid_group_size = group;
+    cfg.forward_prefetch = prefetch;
+    cfg.backward_prefetch = prefetch > 0;
+    cfg.budget_bytes = o->budget;
+    cfg.comm_dtype = o->comm_dtype;
+    int rc = tide_fsdp_create(t->world, &cfg, &t->f, why);
+    if (rc != 0) {
+        fprintf(stderr, "rank %d: %s\n", t->rank, why);
+        return rc;
+    }
+    return add_layers(t, seed);
+}
+
 int trainer_init(struct trainer *t, const struct opts *o, tide_comm *world, int prefetch,
                  const struct trainer *like_t)
 {
-    tide_fsdp_config cfg;
-    char why[256];
     memset(t, 0, sizeof *t);
     t->o = o;
     t->world = world;
     t->rank = tide_comm_rank(world);
     t->n = tide_comm_size(world);
     t->rows = o->batch;
-    tide_fsdp_config_default(&cfg);
-    cfg.strategy = o->strategy;
-    cfg.hybrid_group_size = o->group;
-    cfg.forward_prefetch = prefetch;
-    cfg.backward_prefetch = prefetch > 0;
-    cfg.budget_bytes = o->budget;
-    cfg.comm_dtype = o->comm_dtype;
-    int rc = tide_fsdp_create(world, &cfg, &t->f, why);
-    if (rc != 0) {
-        fprintf(stderr, "rank %d: %s\n", t->rank, why);
-        return rc;
-    }
-    if ((rc = trainer_alloc(t)) != 0 || (rc = add_layers(t)) != 0)
+    int rc;
+    if ((rc = trainer_alloc(t)) != 0 || (rc = trainer_fsdp(t, prefetch, o->group, 1)) != 0)
         return rc;
     if (o->sleep_fwd_ms > 0) {
         t->fwd_s = o->sleep_fwd_ms * 1e-3;
