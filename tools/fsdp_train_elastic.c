@@ -197,13 +197,14 @@ static int group_for(int n, int group)
     return group;
 }
 
-/* Print, on the new rank 0, who was lost and how long recovering took
- * (the slowest survivor's figures; s[0] shrink, s[1] rebuild, s[2] from
- * its failure to now).  Collective over comm. */
+/* Print, on the new rank 0, who was lost and how long recovering took:
+ * the slowest survivor's figures, s[0] agreeing that the step failed,
+ * s[1] shrinking, s[2] rebuilding, s[3] all of it, from this rank's
+ * failure to now.  Collective over comm. */
 static int report_recovery(struct elastic *e, const int *old, int old_n, int old_group,
                            int step, double *s)
 {
-    int rc = tide_allreduce(e->comm, TIDE_IN_PLACE, s, 3, TIDE_FLOAT64, TIDE_MAX);
+    int rc = tide_allreduce(e->comm, TIDE_IN_PLACE, s, 4, TIDE_FLOAT64, TIDE_MAX);
     if (rc != 0 || e->t.rank != 0)
         return rc;
     printf("elastic: step %d failed; lost rank%s", step, old_n - e->t.n > 1 ? "s" : "");
@@ -216,21 +217,21 @@ static int report_recovery(struct elastic *e, const int *old, int old_n, int old
     printf(" (of the starting world); %d ranks go on\n", e->t.n);
     if (e->o->strategy == TIDE_FSDP_HYBRID_SHARD)
         printf("elastic: hybrid_shard groups of %d -> %d ranks\n", old_group, e->group);
-    printf("elastic: recovered in %.1f ms: agree + shrink %.1f ms, new FSDP context and the "
-           "step's starting parameters %.1f ms; redoing step %d\n",
-           s[2] * 1e3, s[0] * 1e3, s[1] * 1e3, step);
+    printf("elastic: recovered in %.1f ms: agreeing that the step failed %.1f ms (until the "
+           "last survivor noticed), shrink %.1f ms, new FSDP context and the step's starting "
+           "parameters %.1f ms; redoing step %d\n",
+           s[3] * 1e3, s[0] * 1e3, s[1] * 1e3, s[2] * 1e3, step);
     fflush(stdout);
     return 0;
 }
 
 /* The step failed somewhere: shrink to the live ranks, rebuild FSDP
- * there from the snapshots.  t_fail: when this rank learned of it;
- * step_rc: how the step ended here. */
-static int recover(struct elastic *e, int step, double t_fail, int step_rc)
+ * there from the snapshots.  t_fail: when this rank's step ended; t0:
+ * when the agreement said it failed; step_rc: how it ended here. */
+static int recover(struct elastic *e, int step, double t_fail, double t0, int step_rc)
 {
     struct trainer *t = &e->t;
     tide_comm *smaller = NULL;
-    double t0 = train_now();
     int rc = tide_comm_shrink(e->comm, &smaller);
     if (rc != 0) {
         fprintf(stderr, "rank %d: shrink: %s\n", t->rank, tide_strerror(rc));
@@ -259,7 +260,7 @@ static int recover(struct elastic *e, int step, double t_fail, int step_rc)
     rc = e->members ? tide_allgather(smaller, &e->me, e->members, 1, TIDE_INT32) : TIDE_ENOMEM;
     if (rc == 0 && (rc = trainer_fsdp(t, e->o->prefetch, e->group, 0)) == 0)
         rc = restore(e);
-    double s[3] = {t1 - t0, train_now() - t1, train_now() - t_fail};
+    double s[4] = {t0 - t_fail, t1 - t0, train_now() - t1, train_now() - t_fail};
     if (rc == 0)
         rc = report_recovery(e, old, old_n, old_group, step, s);
     free(old);
@@ -325,7 +326,7 @@ static int train_loop(struct elastic *e)
             break;
         }
         if (!ok) {
-            rc = recover(e, s, t_fail, step_rc);
+            rc = recover(e, s, t_fail, train_now(), step_rc);
             continue;
         }
         if (e->t.rank == 0)
