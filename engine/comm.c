@@ -205,6 +205,15 @@ const char *tide_comm_reactor(const tide_comm *comm)
     return ctx->reactor.ops ? ctx->reactor.ops->name : ctx->drive->name;
 }
 
+const char *tide_comm_transport(const tide_comm *comm, int peer)
+{
+    if (!comm || peer < 0 || peer >= comm->size || !comm->ctx->tp)
+        return NULL;
+    struct tide__transport *tp = comm->ctx->tp;
+    int world = comm->world_of ? comm->world_of[peer] : peer;
+    return tp->ops->peer_transport ? tp->ops->peer_transport(tp, world) : tp->ops->name;
+}
+
 int tide_comm_abort(tide_comm *comm)
 {
     if (!comm)

@@ -129,7 +129,10 @@ typedef struct tide_config {
     tide_reactor_kind reactor;  /* TIDE_REACTOR_AUTO: io_uring, else epoll (said once at
                                    info level, with the reason) */
     char transport[16];         /* how ranks reach each other: "" (auto: the best this job
-                                   can use; today "tcp") or a name, e.g. "tcp" */
+                                   can use; today "tcp"), "tcp", or "shm": shared memory
+                                   between the ranks on one host (each one's pairs on
+                                   this host must be able to share memory), TCP to the
+                                   others */
 } tide_config;
 
 /* Fill cfg with defaults: size 1, rank 0, 127.0.0.1:29500, timeout 300 s,
@@ -173,6 +176,13 @@ TIDE_API int tide_init_with(tide_comm **comm, const tide_config *cfg);
  * tide_reactor_kind), "sim" for a rank of the simulated network; NULL
  * when comm is NULL. */
 TIDE_API const char *tide_comm_reactor(const tide_comm *comm);
+
+/* The transport that carries this process's messages to rank peer of
+ * comm: "shm" (shared memory, ranks on this host), "tcp", or "sim" for
+ * the simulated network.  Messages to yourself never leave the process,
+ * whatever it says.  NULL when comm is NULL, peer is out of range or
+ * comm's process has finalized. */
+TIDE_API const char *tide_comm_transport(const tide_comm *comm, int peer);
 
 /* This process's rank in comm, or TIDE_EINVAL when comm is NULL. */
 TIDE_API int tide_comm_rank(const tide_comm *comm);

@@ -71,6 +71,9 @@ void harness_config(tide_config *cfg, int rank, int n, int port, const char *tok
         cfg->reactor = TIDE_REACTOR_EPOLL;
     else if (reactor && !strcmp(reactor, "io_uring"))
         cfg->reactor = TIDE_REACTOR_IO_URING;
+    const char *transport = getenv("TIDE_TRANSPORT");
+    if (transport)
+        snprintf(cfg->transport, sizeof cfg->transport, "%s", transport);
     const char *lvl = getenv("TIDE_LOG_LEVEL");
     cfg->log_level = lvl ? atoi(lvl) : 1;
 }
@@ -153,6 +156,12 @@ static int run_body(int rank, int port, void *p)
     const char *want = getenv("TIDE_EXPECT_REACTOR");
     EXPECT(!want || !strcmp(tide_comm_reactor(comm), want), "running on %s, not %s",
            tide_comm_reactor(comm), want);
+    /* Likewise for a suite run again on shared memory. */
+    const char *want_tp = getenv("TIDE_EXPECT_TRANSPORT");
+    for (int peer = 0; want_tp && peer < tide_comm_size(comm); peer++)
+        EXPECT(peer == rank || !strcmp(tide_comm_transport(comm, peer), want_tp),
+               "rank %d reached over %s, not %s", peer, tide_comm_transport(comm, peer),
+               want_tp);
     bc->body(comm, bc->arg);
     EXPECT_OK(tide_finalize(comm));
     return 0;

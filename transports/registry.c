@@ -4,10 +4,15 @@
 #include "transports/transport.h"
 #include "engine/context.h"
 #include "engine/log.h"
+#include "transports/mux.h"
+#include "transports/shm/shm.h"
+#include "transports/tcp/bootstrap.h"
 #include "transports/tcp/tcp.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct entry {
     const char *name;
@@ -17,9 +22,12 @@ struct entry {
     int (*open)(struct tide__ctx *ctx, struct tide__transport **out);
 };
 
+static int open_shm(struct tide__ctx *ctx, struct tide__transport **out);
+
 /* In order of preference for auto. */
 static const struct entry transports[] = {
     {"tcp", tide__tcp_check, tide__tcp_open},
+    {"shm", tide__tcp_check, open_shm},
 };
 
 #define NTRANSPORTS (sizeof transports / sizeof transports[0])
@@ -30,6 +38,37 @@ static const struct entry *find(const char *name)
         if (!strcmp(transports[i].name, name))
             return &transports[i];
     return NULL;
+}
+
+/* shm: the TCP mesh first (the rendezvous, and the sockets that stay as
+ * doorbells and loss detectors), then shared memory takes the pairs on
+ * this host and TCP the rest; a mux routes each peer to its part.
+ * Explicitly asked for, shm must serve every pair on this host. */
+static int open_shm(struct tide__ctx *ctx, struct tide__transport **out)
+{
+    int *fds = malloc((size_t)ctx->size * sizeof *fds);
+    uint8_t *route = malloc((size_t)ctx->size);
+    char err[512] = "";
+    int rc = fds && route ? 0 : TIDE_ENOMEM;
+    for (int p = 0; fds && p < ctx->size; p++)
+        fds[p] = -1;
+    if (!rc && (rc = tide__bootstrap(&ctx->cfg, fds, err, sizeof err)))
+        tide__log(TIDE_LOG_ERROR, ctx->rank, "tide_init: %s", err);
+    struct tide__transport *parts[2] = {NULL, NULL};
+    if (!rc)
+        rc = tide__shm_create(ctx, fds, !strcmp(ctx->cfg.transport, "shm"), &parts[0]);
+    for (int p = 0; !rc && p < ctx->size; p++)
+        route[p] = p != ctx->rank && fds[p] < 0 ? 0 : 1; /* taken by shm, or TCP's */
+    if (!rc && (rc = tide__tcp_create(ctx, ctx->rank, ctx->size, fds, &parts[1])))
+        parts[0]->ops->destroy(parts[0]);
+    if (!rc)
+        rc = tide__mux_create(ctx, parts, 2, route, out);
+    for (int p = 0; rc && fds && p < ctx->size; p++)
+        if (fds[p] >= 0)
+            close(fds[p]);
+    free(fds);
+    free(route);
+    return rc;
 }
 
 int tide__transport_check(const tide_config *cfg, char *why, size_t len)

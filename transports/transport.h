@@ -83,6 +83,9 @@ struct tide__transport_ops {
     unsigned (*outstanding)(struct tide__transport *tp);
     /* Free it; only once outstanding() is 0 or after abort and drain. */
     void (*destroy)(struct tide__transport *tp);
+    /* The name of the transport that carries messages to world rank
+     * peer.  NULL: always this one's name. */
+    const char *(*peer_transport)(struct tide__transport *tp, int peer);
 };
 
 struct tide__transport {

@@ -1,0 +1,138 @@
+/* mux.c - see mux.h. */
+#include "transports/mux.h"
+#include "engine/context.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct tide__mux {
+    struct tide__transport base;
+    struct tide__transport *parts[TIDE_MUX_MAX_PARTS];
+    int nparts, size;
+    uint8_t *route; /* [size] */
+};
+
+static struct tide__mux *mux_of(struct tide__transport *base)
+{
+    return container_of(base, struct tide__mux, base);
+}
+
+static struct tide__transport *part_of(struct tide__transport *base, int peer)
+{
+    struct tide__mux *x = mux_of(base);
+    return x->parts[x->route[peer]];
+}
+
+static void start(struct tide__transport *base)
+{
+    struct tide__mux *x = mux_of(base);
+    for (int i = 0; i < x->nparts; i++)
+        x->parts[i]->ops->start(x->parts[i]);
+}
+
+static void post(struct tide__transport *base, tide__msg *m)
+{
+    struct tide__transport *t = part_of(base, m->peer);
+    t->ops->post(t, m);
+}
+
+static int withdraw(struct tide__transport *base, tide__msg *m, int err)
+{
+    struct tide__transport *t = part_of(base, m->peer);
+    return t->ops->withdraw(t, m, err);
+}
+
+static const char *peer_reason(struct tide__transport *base, int peer)
+{
+    if (peer < 0 || peer >= mux_of(base)->size)
+        return NULL;
+    struct tide__transport *t = part_of(base, peer);
+    return t->ops->peer_reason(t, peer);
+}
+
+static const char *peer_transport(struct tide__transport *base, int peer)
+{
+    struct tide__transport *t = part_of(base, peer);
+    return t->ops->peer_transport ? t->ops->peer_transport(t, peer) : t->ops->name;
+}
+
+static void abort_all(struct tide__transport *base, int err)
+{
+    struct tide__mux *x = mux_of(base);
+    for (int i = 0; i < x->nparts; i++)
+        x->parts[i]->ops->abort(x->parts[i], err);
+}
+
+static int poll_all(struct tide__transport *base)
+{
+    struct tide__mux *x = mux_of(base);
+    int n = 0;
+    for (int i = 0; i < x->nparts; i++)
+        if (x->parts[i]->ops->poll)
+            n += x->parts[i]->ops->poll(x->parts[i]);
+    return n;
+}
+
+static void arm(struct tide__transport *base)
+{
+    struct tide__mux *x = mux_of(base);
+    for (int i = 0; i < x->nparts; i++)
+        if (x->parts[i]->ops->arm)
+            x->parts[i]->ops->arm(x->parts[i]);
+}
+
+static unsigned outstanding(struct tide__transport *base)
+{
+    struct tide__mux *x = mux_of(base);
+    unsigned n = 0;
+    for (int i = 0; i < x->nparts; i++)
+        n += x->parts[i]->ops->outstanding(x->parts[i]);
+    return n;
+}
+
+static void destroy(struct tide__transport *base)
+{
+    struct tide__mux *x = mux_of(base);
+    for (int i = 0; i < x->nparts; i++)
+        x->parts[i]->ops->destroy(x->parts[i]);
+    free(x->route);
+    free(x);
+}
+
+static const struct tide__transport_ops mux_ops = {
+    .name = "mux",
+    .start = start,
+    .post = post,
+    .withdraw = withdraw,
+    .peer_reason = peer_reason,
+    .abort = abort_all,
+    .poll = poll_all,
+    .arm = arm,
+    .outstanding = outstanding,
+    .destroy = destroy,
+    .peer_transport = peer_transport,
+};
+
+int tide__mux_create(struct tide__ctx *ctx, struct tide__transport **parts, int nparts,
+                     const uint8_t *route, struct tide__transport **out)
+{
+    struct tide__mux *x = calloc(1, sizeof *x);
+    uint8_t *r = malloc((size_t)ctx->size);
+    if (!x || !r || nparts < 1 || nparts > TIDE_MUX_MAX_PARTS) {
+        for (int i = 0; i < nparts; i++)
+            parts[i]->ops->destroy(parts[i]);
+        free(x);
+        free(r);
+        return x && r ? TIDE_EINVAL : TIDE_ENOMEM;
+    }
+    memcpy(r, route, (size_t)ctx->size);
+    x->base.ops = &mux_ops;
+    x->base.ctx = ctx;
+    x->nparts = nparts;
+    x->size = ctx->size;
+    x->route = r;
+    for (int i = 0; i < nparts; i++)
+        x->parts[i] = parts[i];
+    *out = &x->base;
+    return 0;
+}

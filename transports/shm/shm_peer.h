@@ -1,0 +1,128 @@
+/* shm_peer.h - the shared-memory transport's inside, shared by shm.c
+ * (lifecycle, posting, progress, doorbells, loss), shm_send.c, shm_recv.c
+ * and shm_setup.c.
+ *
+ * Each rank owns one segment (a memfd): a header page, then one inbound
+ * ring (shm_ring.h) per rank of the job, written only by that rank.  A
+ * peer maps the header page and its own ring in our segment; we map the
+ * whole of ours.  Pages of rings nobody writes are never touched, so a
+ * large job costs address space, not memory.  The memfd has no name: a
+ * peer opens it through /proc/<pid>/fd, and it is gone when the last
+ * process mapping it exits, however it exits.
+ *
+ * The TCP connection of each pair stays open beside the rings, carrying
+ * no data: a rank about to sleep in its reactor sets `sleeping` in its
+ * header, and a writer that finds it set sends one byte down the socket
+ * (the doorbell), which completes the receive the sleeper's reactor has
+ * posted there.  The same receive returning 0 is how a dead peer is
+ * noticed.  A spinning rank costs its peers nothing but memory reads. */
+#ifndef TIDE_SHM_PEER_H
+#define TIDE_SHM_PEER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "engine/context.h"
+#include "transports/match.h"
+#include "transports/shm/shm_ring.h"
+
+#define SHM_MAGIC 0x4d48536564697400ull /* "\0tideSHM" */
+#define SHM_HEADER_BYTES ((size_t)4096)
+#define SHM_POISON_MAX ((uint64_t)1 << 20) /* a poison frame's account */
+
+struct shm_header {
+    uint64_t magic;
+    uint32_t size;              /* rings that follow: one per rank of the job */
+    uint8_t pad[SHM_CACHE_LINE - 12];
+    _Atomic uint32_t sleeping;  /* the owner may sleep: writers ring its doorbell */
+};
+
+struct tide__shm;
+
+struct shm_peer {
+    struct tide__shm *tp;
+    int peer;                 /* world rank; fd < 0: not served by shm */
+    int fd;                   /* the pair's TCP socket: doorbells and loss */
+    const char *lost;         /* NULL while healthy; why it broke */
+    char lost_buf[160];
+    struct shm_ring *out;     /* our ring in the peer's segment: we write */
+    struct shm_header *peer_hdr; /* the peer's header page */
+    struct shm_ring *in;      /* the peer's ring in our segment: we read */
+
+    /* sending: sq's head is being written; written ones wait in sent
+     * until the next poll completes them (never inside post) */
+    struct tide__msgq sq, sent;
+    uint8_t tx_hdr[TIDE_FRAME_HDR_SIZE];
+    size_t tx_off;            /* bytes of the head's header + payload written */
+    bool tx_blocked;          /* the ring was full: waits for the reader */
+
+    /* receiving */
+    uint8_t rx_hdr_buf[TIDE_FRAME_HDR_SIZE];
+    size_t rx_hdr_have;
+    bool in_frame;
+    bool parked;              /* the header waits for room in the pool */
+    struct tide__frame rx_hdr;
+    tide__msg *rx_msg;        /* the receive the payload is for, or */
+    struct tide__unexp *rx_ux; /* the unexpected buffer it fills, or neither: discard */
+    int rx_status;
+    uint8_t *rx_dst;
+    size_t rx_left;
+    struct tide__match mq;
+
+    /* the doorbell socket's receive */
+    uint8_t bell_buf[64];
+    bool bell_busy;
+    struct tide__uop bell_uop;
+};
+
+struct tide__shm {
+    struct tide__transport base;
+    int rank, size;
+    struct shm_peer *peers;   /* [size]; fd < 0 for the peers it does not serve */
+    struct shm_header *hdr;   /* our segment */
+    size_t seg_bytes;
+    int memfd;
+    int wake_fd;              /* eventfd: arm() wakes our own reactor with it */
+    uint64_t wake_buf;
+    bool wake_busy;
+    struct tide__uop wake_uop;
+    unsigned kernel_ops;      /* our reactor operations not yet completed */
+    size_t ux_bytes, ux_limit;
+    bool aborting;
+};
+
+/* shm.c */
+void shm_peer_lost(struct shm_peer *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Tell the peer something changed in a ring it cares about, if it sleeps. */
+void shm_ring_doorbell(struct shm_peer *c);
+
+/* shm_send.c */
+void shm_send_post(struct shm_peer *c, tide__msg *m);
+/* Write what fits; complete what was written before.  Returns progress. */
+int shm_send_progress(struct shm_peer *c);
+int shm_send_withdraw(struct shm_peer *c, tide__msg *m, bool stalled);
+void shm_send_fail_all(struct shm_peer *c);
+/* Something waits to be written and there is room, or to be completed. */
+bool shm_send_ready(struct shm_peer *c);
+
+/* shm_recv.c */
+void shm_recv_post(struct shm_peer *c, tide__msg *m);
+/* Read and route what the peer wrote.  Returns progress. */
+int shm_recv_progress(struct shm_peer *c);
+int shm_recv_withdraw(struct shm_peer *c, tide__msg *m);
+/* The peer is gone: fail what waits on it (after reading what it wrote). */
+void shm_recv_lost(struct shm_peer *c);
+void shm_recv_free(struct shm_peer *c);
+
+/* shm_setup.c: find the peers on this host (same kernel, same network
+ * namespace, same user, same TIDE_HOST_ID) over the bootstrapped
+ * sockets, make our segment and map theirs.  Takes fds[p] of every pair
+ * it will serve (setting it to -1); leaves the others to TCP.
+ * required: fail (TIDE_ENOSYS) rather than leave a pair on this host to
+ * TCP.  0 or a TIDE_E* with why in err. */
+int shm_setup(struct tide__shm *tp, int *fds, double timeout_s, bool required, char *err,
+              size_t errlen);
+void shm_unmap(struct tide__shm *tp);
+
+#endif

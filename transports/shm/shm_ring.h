@@ -1,0 +1,52 @@
+/* shm_ring.h - a single-producer single-consumer byte ring in shared
+ * memory: one rank writes frames into it (a header, then the payload,
+ * as on a TCP stream), one other rank reads them out.
+ *
+ * head and tail count bytes since the start and never wrap; the data
+ * offset is count % SHM_RING_BYTES.  The writer owns head, the reader
+ * tail; each publishes with a release store and reads the other's with
+ * an acquire load, so bytes are visible before the count that covers
+ * them.  They sit on separate cache lines: a writer spinning on tail
+ * does not steal the line the reader writes head on.
+ *
+ * writer_waits is the writer's "the ring was full, tell me when you make
+ * room": the reader clears it and rings the writer's doorbell
+ * (shm_peer.h) once it has consumed.  Both sides store their flag, then
+ * fence, then look at the other's counter (Dekker), so one of them
+ * always sees the other and no wake-up is lost. */
+#ifndef TIDE_SHM_RING_H
+#define TIDE_SHM_RING_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHM_RING_BYTES ((size_t)256 * 1024)
+#define SHM_CACHE_LINE 64
+
+struct shm_ring {
+    _Atomic uint64_t head; /* bytes ever written (writer) */
+    uint8_t pad0[SHM_CACHE_LINE - sizeof(uint64_t)];
+    _Atomic uint64_t tail; /* bytes ever consumed (reader) */
+    _Atomic uint32_t writer_waits;
+    uint8_t pad1[4096 - SHM_CACHE_LINE - sizeof(uint64_t) - sizeof(uint32_t)];
+    uint8_t data[SHM_RING_BYTES];
+};
+
+/* Copy up to len bytes of src in (as many as fit); returns how many. */
+size_t shm_ring_write(struct shm_ring *r, const void *src, size_t len);
+
+/* Copy up to len bytes out into dst (NULL: skip them); returns how many. */
+size_t shm_ring_read(struct shm_ring *r, void *dst, size_t len);
+
+/* Bytes waiting to be read. */
+size_t shm_ring_used(struct shm_ring *r);
+
+/* Writer: the ring is full; ask to be told when there is room.  Returns
+ * the room there is after asking (nonzero: write on, nobody will tell). */
+size_t shm_ring_wait_for_room(struct shm_ring *r);
+
+/* Reader, after reading: whether the writer asked to be told (clears it). */
+int shm_ring_take_waiter(struct shm_ring *r);
+
+#endif

@@ -1,0 +1,141 @@
+/* shm_send.c - the sending half of a pair: messages are written into our
+ * ring in the peer's segment in the order they were posted, a header
+ * then the payload, straight from the caller's buffer (one copy; the
+ * reader makes the second into the destination).  A payload larger than
+ * the ring streams through it: we write what fits, the reader drains
+ * it, we write on.  A message completes once its last byte is in the
+ * ring, at the next progress pass (never inside post). */
+#include "transports/shm/shm_peer.h"
+
+#include <string.h>
+
+/* Write the head message on from tx_off.  Returns bytes written. */
+static size_t write_head(struct shm_peer *c, tide__msg *m)
+{
+    size_t total = TIDE_FRAME_HDR_SIZE + m->len, wrote = 0;
+    while (c->tx_off < total) {
+        size_t n;
+        if (c->tx_off < TIDE_FRAME_HDR_SIZE)
+            n = shm_ring_write(c->out, c->tx_hdr + c->tx_off, TIDE_FRAME_HDR_SIZE - c->tx_off);
+        else
+            n = shm_ring_write(c->out, (const uint8_t *)m->buf + (c->tx_off - TIDE_FRAME_HDR_SIZE),
+                               total - c->tx_off);
+        if (n == 0)
+            break;
+        c->tx_off += n;
+        wrote += n;
+    }
+    return wrote;
+}
+
+static void start_head(struct shm_peer *c)
+{
+    tide__msg *m = c->sq.head;
+    m->hdr.len = m->len;
+    tide__frame_encode(&m->hdr, c->tx_hdr);
+    c->tx_off = 0;
+}
+
+/* Write queued messages until the ring is full.  Returns bytes written. */
+static size_t push(struct shm_peer *c)
+{
+    size_t wrote = 0;
+    while (c->sq.head) {
+        tide__msg *m = c->sq.head;
+        wrote += write_head(c, m);
+        if (c->tx_off < TIDE_FRAME_HDR_SIZE + m->len) {
+            /* Full: ask the reader to tell us when it makes room, unless
+             * it made some while we asked. */
+            if (shm_ring_wait_for_room(c->out) == 0) {
+                c->tx_blocked = true;
+                break;
+            }
+            continue;
+        }
+        tide__msgq_pop(&c->sq);
+        tide__msgq_push(&c->sent, m);
+        if (c->sq.head)
+            start_head(c);
+    }
+    if (!c->sq.head)
+        c->tx_blocked = false;
+    return wrote;
+}
+
+void shm_send_post(struct shm_peer *c, tide__msg *m)
+{
+    if (c->lost) {
+        tide__msgq_push(&c->sent, m); /* fails at the next pass, not inside post */
+        m->status = TIDE_EPEER;
+        return;
+    }
+    m->status = 0;
+    bool first = c->sq.head == NULL;
+    tide__msgq_push(&c->sq, m);
+    if (first)
+        start_head(c);
+    /* Written now rather than at the next pass: a small message is in the
+     * peer's ring one reactor turn sooner. */
+    if (push(c))
+        shm_ring_doorbell(c);
+}
+
+int shm_send_progress(struct shm_peer *c)
+{
+    int n = 0;
+    if (c->sq.head && !c->lost && push(c)) {
+        shm_ring_doorbell(c);
+        n++;
+    }
+    tide__msg *m;
+    while ((m = tide__msgq_pop(&c->sent))) {
+        tide__msg_done(c->tp->base.ctx, m, m->status);
+        n++;
+    }
+    return n;
+}
+
+bool shm_send_ready(struct shm_peer *c)
+{
+    if (c->sent.head)
+        return true;
+    if (!c->sq.head || c->lost)
+        return false;
+    uint64_t head = atomic_load_explicit(&c->out->head, memory_order_relaxed);
+    return head - atomic_load_explicit(&c->out->tail, memory_order_acquire) < SHM_RING_BYTES;
+}
+
+int shm_send_withdraw(struct shm_peer *c, tide__msg *m, bool stalled)
+{
+    if (c->sq.head == m && c->tx_off > 0) {
+        /* Half in the ring: taking it back would break the stream.  If
+         * the peer is not draining it, give the pair up (that fails it). */
+        if (stalled)
+            shm_peer_lost(c, "rank %d stopped reading our messages", c->peer);
+        return TIDE_EBUSY;
+    }
+    if (c->sq.head == m) {
+        tide__msgq_pop(&c->sq);
+        if (c->sq.head)
+            start_head(c);
+        return 0;
+    }
+    if (tide__msgq_remove(&c->sq, m))
+        return 0;
+    /* Written, or failed: its completion comes at the next pass. */
+    for (tide__msg *p = c->sent.head; p; p = p->next)
+        if (p == m)
+            return TIDE_EBUSY;
+    return 0;
+}
+
+void shm_send_fail_all(struct shm_peer *c)
+{
+    tide__msg *m;
+    while ((m = tide__msgq_pop(&c->sq))) {
+        m->status = TIDE_EPEER;
+        tide__msgq_push(&c->sent, m);
+    }
+    c->tx_off = 0;
+    c->tx_blocked = false;
+}

@@ -1,0 +1,281 @@
+/* shm_setup.c - which peers share this host, and the segments between
+ * us (the layout is in shm_peer.h).
+ *
+ * Runs in tide_init right after the TCP bootstrap, over its blocking
+ * sockets, before anything else reads them:
+ *   1. every rank sends every peer its identity (kernel boot id, network
+ *      namespace, user, TIDE_HOST_ID, pid and the fd of its segment) and
+ *      reads theirs;
+ *   2. for each peer with the same boot id, namespace, user and host id
+ *      it opens the peer's segment through /proc/<pid>/fd and maps its
+ *      header and its own ring there;
+ *   3. it tells each such peer whether that worked and hears the same
+ *      back: a pair uses shared memory only if both sides mapped.
+ * The network namespace is part of "same host" so that test hosts made
+ * of namespaces on one machine stay apart, as real hosts would be. */
+#include "transports/shm/shm_peer.h"
+#include "engine/clock.h"
+#include "engine/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define IDENT_MAGIC "tideshm1"
+
+/* What a rank tells every peer: fixed size, every field fixed width. */
+struct ident {
+    char magic[8];
+    char boot_id[40];  /* /proc/sys/kernel/random/boot_id */
+    char host_id[64];  /* TIDE_HOST_ID, or "" */
+    uint64_t netns;    /* inode of /proc/self/ns/net */
+    uint32_t uid;
+    int32_t pid;
+    int32_t memfd;     /* our segment, or -1 if we could not make one */
+    uint32_t size;     /* the job's size, as a check */
+};
+
+static void read_boot_id(char out[40])
+{
+    memset(out, 0, 40);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f)
+        return;
+    if (!fgets(out, 40, f))
+        out[0] = '\0';
+    fclose(f);
+}
+
+static void make_ident(const struct tide__shm *tp, struct ident *id)
+{
+    struct stat st;
+    const char *host = getenv("TIDE_HOST_ID");
+    memset(id, 0, sizeof *id);
+    memcpy(id->magic, IDENT_MAGIC, sizeof id->magic);
+    read_boot_id(id->boot_id);
+    snprintf(id->host_id, sizeof id->host_id, "%s", host ? host : "");
+    id->netns = stat("/proc/self/ns/net", &st) == 0 ? (uint64_t)st.st_ino : 0;
+    id->uid = (uint32_t)getuid();
+    id->pid = (int32_t)getpid();
+    id->memfd = tp->memfd;
+    id->size = (uint32_t)tp->size;
+}
+
+static bool same_host(const struct ident *a, const struct ident *b)
+{
+    return a->boot_id[0] && !memcmp(a->boot_id, b->boot_id, sizeof a->boot_id) &&
+           !memcmp(a->host_id, b->host_id, sizeof a->host_id) && a->netns == b->netns &&
+           a->netns != 0 && a->uid == b->uid && a->memfd >= 0 && b->memfd >= 0;
+}
+
+/* Move len bytes over a blocking socket, waiting at most until deadline
+ * (poll first, so that a silent peer cannot hold us past it). */
+static int move_bytes(int fd, void *buf, size_t len, bool out, uint64_t deadline)
+{
+    uint8_t *p = buf;
+    while (len) {
+        uint64_t now = tide__now_ns();
+        if (now >= deadline)
+            return TIDE_ETIMEDOUT;
+        struct pollfd pfd = {.fd = fd, .events = out ? POLLOUT : POLLIN};
+        int ms = (int)((deadline - now) / TIDE_NS_PER_MS) + 1;
+        if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
+            return TIDE_EPEER;
+        if (!(pfd.revents & (out ? POLLOUT : POLLIN)) && !(pfd.revents & (POLLERR | POLLHUP)))
+            continue;
+        ssize_t n = out ? send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL)
+                        : recv(fd, p, len, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
+        if (n <= 0)
+            return TIDE_EPEER;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static size_t ring_offset(int rank)
+{
+    return SHM_HEADER_BYTES + (size_t)rank * sizeof(struct shm_ring);
+}
+
+/* Our segment: the header and one ring per rank, all zero. */
+static int make_segment(struct tide__shm *tp, char *err, size_t errlen)
+{
+    tp->seg_bytes = ring_offset(tp->size);
+    tp->memfd = memfd_create("tide-shm", MFD_CLOEXEC);
+    if (tp->memfd < 0 || ftruncate(tp->memfd, (off_t)tp->seg_bytes) != 0) {
+        snprintf(err, errlen, "memfd of %zu bytes: %s", tp->seg_bytes, strerror(errno));
+        return TIDE_ENOSYS;
+    }
+    void *seg = mmap(NULL, tp->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, tp->memfd, 0);
+    if (seg == MAP_FAILED) {
+        snprintf(err, errlen, "mapping our segment: %s", strerror(errno));
+        return TIDE_ENOSYS;
+    }
+    tp->hdr = seg;
+    tp->hdr->magic = SHM_MAGIC;
+    tp->hdr->size = (uint32_t)tp->size;
+    return 0;
+}
+
+/* Map the peer's header and our ring in its segment.  0 or -errno. */
+static int map_peer(struct tide__shm *tp, struct shm_peer *c, const struct ident *id)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)id->pid, (int)id->memfd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    void *hdr = mmap(NULL, SHM_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *ring = mmap(NULL, sizeof(struct shm_ring), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                      (off_t)ring_offset(tp->rank));
+    int rc = hdr == MAP_FAILED || ring == MAP_FAILED ? -errno : 0;
+    close(fd);
+    if (!rc && (((struct shm_header *)hdr)->magic != SHM_MAGIC ||
+                ((struct shm_header *)hdr)->size != (uint32_t)tp->size))
+        rc = -EPROTO;
+    if (!rc) {
+        c->peer_hdr = hdr;
+        c->out = ring;
+        c->in = (struct shm_ring *)((uint8_t *)tp->hdr + ring_offset(c->peer));
+        return 0;
+    }
+    if (hdr != MAP_FAILED)
+        munmap(hdr, SHM_HEADER_BYTES);
+    if (ring != MAP_FAILED)
+        munmap(ring, sizeof(struct shm_ring));
+    return rc;
+}
+
+static void unmap_peer(struct shm_peer *c)
+{
+    if (c->peer_hdr)
+        munmap(c->peer_hdr, SHM_HEADER_BYTES);
+    if (c->out)
+        munmap(c->out, sizeof(struct shm_ring));
+    c->peer_hdr = NULL;
+    c->out = NULL;
+    c->in = NULL;
+}
+
+void shm_unmap(struct tide__shm *tp)
+{
+    for (int p = 0; p < tp->size; p++)
+        unmap_peer(&tp->peers[p]);
+    if (tp->hdr)
+        munmap(tp->hdr, tp->seg_bytes);
+    if (tp->memfd >= 0)
+        close(tp->memfd);
+    tp->hdr = NULL;
+    tp->memfd = -1;
+}
+
+/* Steps 1: every identity to every peer, then theirs. */
+static int swap_idents(struct tide__shm *tp, int *fds, struct ident *ids, uint64_t deadline,
+                       char *err, size_t errlen)
+{
+    for (int p = 0; p < tp->size; p++)
+        if (p != tp->rank && move_bytes(fds[p], &ids[tp->rank], sizeof *ids, true, deadline)) {
+            snprintf(err, errlen, "could not send rank %d who we are", p);
+            return TIDE_EBOOTSTRAP;
+        }
+    for (int p = 0; p < tp->size; p++) {
+        if (p == tp->rank)
+            continue;
+        if (move_bytes(fds[p], &ids[p], sizeof *ids, false, deadline)) {
+            snprintf(err, errlen, "rank %d did not say who it is", p);
+            return TIDE_EBOOTSTRAP;
+        }
+        if (memcmp(ids[p].magic, IDENT_MAGIC, sizeof ids[p].magic) ||
+            ids[p].size != (uint32_t)tp->size) {
+            snprintf(err, errlen, "rank %d does not use the shm transport (is TIDE_TRANSPORT "
+                     "the same on every rank?)", p);
+            return TIDE_EBOOTSTRAP;
+        }
+    }
+    return 0;
+}
+
+/* Steps 2 and 3: map every candidate's segment, then agree per pair. */
+static int pair_up(struct tide__shm *tp, int *fds, const struct ident *ids, bool required,
+                   uint64_t deadline, char *err, size_t errlen)
+{
+    int8_t *mine = calloc((size_t)tp->size, 1), *theirs = calloc((size_t)tp->size, 1);
+    int rc = mine && theirs ? 0 : TIDE_ENOMEM, on_host = 0, paired = 0;
+    for (int p = 0; !rc && p < tp->size; p++) {
+        if (p == tp->rank || !same_host(&ids[tp->rank], &ids[p]))
+            continue;
+        on_host++;
+        int e = map_peer(tp, &tp->peers[p], &ids[p]);
+        mine[p] = e == 0;
+        if (e)
+            tide__log(required ? TIDE_LOG_WARN : TIDE_LOG_INFO, tp->rank,
+                      "shm: cannot map rank %d's segment (/proc/%d/fd/%d): %s", p,
+                      (int)ids[p].pid, (int)ids[p].memfd, strerror(-e));
+    }
+    for (int p = 0; !rc && p < tp->size; p++)
+        if (p != tp->rank && same_host(&ids[tp->rank], &ids[p]) &&
+            move_bytes(fds[p], &mine[p], 1, true, deadline))
+            rc = TIDE_EBOOTSTRAP;
+    for (int p = 0; !rc && p < tp->size; p++)
+        if (p != tp->rank && same_host(&ids[tp->rank], &ids[p]) &&
+            move_bytes(fds[p], &theirs[p], 1, false, deadline))
+            rc = TIDE_EBOOTSTRAP;
+    for (int p = 0; !rc && p < tp->size; p++) {
+        struct shm_peer *c = &tp->peers[p];
+        if (!mine[p] || !theirs[p]) {
+            unmap_peer(c);
+            continue;
+        }
+        c->fd = fds[p];
+        fds[p] = -1;
+        paired++;
+    }
+    if (rc == TIDE_EBOOTSTRAP)
+        snprintf(err, errlen, "a peer on this host went silent while pairing up");
+    else if (rc == TIDE_ENOMEM)
+        snprintf(err, errlen, "out of memory");
+    else if (required && paired < on_host)
+        rc = TIDE_ENOSYS, snprintf(err, errlen, "TIDE_TRANSPORT=shm, but %d of the %d other ranks "
+                                   "on this host cannot share memory with this one (see the "
+                                   "warnings above)", on_host - paired, on_host);
+    else
+        tide__log(TIDE_LOG_DEBUG, tp->rank, "shm: %d of %d other ranks on this host through "
+                  "shared memory", paired, on_host);
+    free(mine);
+    free(theirs);
+    return rc;
+}
+
+int shm_setup(struct tide__shm *tp, int *fds, double timeout_s, bool required, char *err,
+              size_t errlen)
+{
+    uint64_t deadline = tide__now_ns() + (uint64_t)(timeout_s * 1e9);
+    struct ident *ids = calloc((size_t)tp->size, sizeof *ids);
+    if (!ids) {
+        snprintf(err, errlen, "out of memory");
+        return TIDE_ENOMEM;
+    }
+    char why[160] = "";
+    if (make_segment(tp, why, sizeof why)) {
+        /* Peers see memfd -1 and leave us on TCP. */
+        tide__log(required ? TIDE_LOG_WARN : TIDE_LOG_INFO, tp->rank, "shm: %s", why);
+        shm_unmap(tp);
+    }
+    make_ident(tp, &ids[tp->rank]);
+    int rc = swap_idents(tp, fds, ids, deadline, err, errlen);
+    if (!rc && required && !tp->hdr)
+        rc = TIDE_ENOSYS, snprintf(err, errlen, "TIDE_TRANSPORT=shm, but %s", why);
+    if (!rc)
+        rc = pair_up(tp, fds, ids, required, deadline, err, errlen);
+    free(ids);
+    return rc;
+}
