@@ -128,11 +128,11 @@ typedef struct tide_config {
                                    kernel allows, e.g. "cubic", on every connection */
     tide_reactor_kind reactor;  /* TIDE_REACTOR_AUTO: io_uring, else epoll (said once at
                                    info level, with the reason) */
-    char transport[16];         /* how ranks reach each other: "" (auto: the best this job
-                                   can use; today "tcp"), "tcp", or "shm": shared memory
-                                   between the ranks on one host (each one's pairs on
-                                   this host must be able to share memory), TCP to the
-                                   others */
+    char transport[16];         /* how ranks reach each other: "" (auto: shared memory
+                                   between the ranks on one host where they can share
+                                   it, TCP to the others), "shm" (the same, but a pair on
+                                   one host that cannot share memory fails tide_init),
+                                   or "tcp" (TCP only) */
 } tide_config;
 
 /* Fill cfg with defaults: size 1, rank 0, 127.0.0.1:29500, timeout 300 s,

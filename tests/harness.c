@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -72,8 +73,9 @@ void harness_config(tide_config *cfg, int rank, int n, int port, const char *tok
     else if (reactor && !strcmp(reactor, "io_uring"))
         cfg->reactor = TIDE_REACTOR_IO_URING;
     const char *transport = getenv("TIDE_TRANSPORT");
-    if (transport)
-        snprintf(cfg->transport, sizeof cfg->transport, "%s", transport);
+    if (transport) /* as tide_config_from_env reads it: "auto" is "" */
+        snprintf(cfg->transport, sizeof cfg->transport, "%s",
+                 strcasecmp(transport, "auto") ? transport : "");
     const char *lvl = getenv("TIDE_LOG_LEVEL");
     cfg->log_level = lvl ? atoi(lvl) : 1;
 }
@@ -143,10 +145,34 @@ struct body_call {
     char token[40];
 };
 
+/* TIDE_TEST_HOST_SIZE=k splits a job on this machine into "hosts" of k
+ * consecutive ranks (TIDE_HOST_ID), so one machine runs shared memory
+ * inside them and TCP between them.  0 when unset. */
+static int test_host_size(void)
+{
+    const char *s = getenv("TIDE_TEST_HOST_SIZE");
+    return s && atoi(s) > 0 ? atoi(s) : 0;
+}
+
+/* What TIDE_EXPECT_TRANSPORT wants between rank and peer: its value, or
+ * for "mixed" shm inside a test host and tcp between them. */
+static const char *expected_transport(const char *want, int rank, int peer)
+{
+    int k = test_host_size();
+    if (strcmp(want, "mixed") || !k)
+        return want;
+    return rank / k == peer / k ? "shm" : "tcp";
+}
+
 static int run_body(int rank, int port, void *p)
 {
     struct body_call *bc = p;
     tide_config cfg;
+    if (test_host_size()) {
+        char host[32];
+        snprintf(host, sizeof host, "test-host-%d", rank / test_host_size());
+        setenv("TIDE_HOST_ID", host, 1);
+    }
     harness_config(&cfg, rank, bc->n, port, bc->token, bc->o);
     tide_comm *comm;
     int rc = tide_init_with(&comm, &cfg);
@@ -159,9 +185,10 @@ static int run_body(int rank, int port, void *p)
     /* Likewise for a suite run again on shared memory. */
     const char *want_tp = getenv("TIDE_EXPECT_TRANSPORT");
     for (int peer = 0; want_tp && peer < tide_comm_size(comm); peer++)
-        EXPECT(peer == rank || !strcmp(tide_comm_transport(comm, peer), want_tp),
+        EXPECT(peer == rank ||
+                   !strcmp(tide_comm_transport(comm, peer), expected_transport(want_tp, rank, peer)),
                "rank %d reached over %s, not %s", peer, tide_comm_transport(comm, peer),
-               want_tp);
+               expected_transport(want_tp, rank, peer));
     bc->body(comm, bc->arg);
     EXPECT_OK(tide_finalize(comm));
     return 0;

@@ -10,17 +10,25 @@ cd "$(dirname "$0")/.."
 
 tools/check_layers.sh
 
-# suites BUILD_DIR [MESON_TEST_ARGS...]: the whole suite, then the suites
-# that open sockets under deny-io-uring.  The simulated network has no
-# reactor, so it runs once.
+# suites BUILD_DIR [MESON_TEST_ARGS...]: the whole suite (ranks on this
+# host talk through shared memory, TIDE_TRANSPORT=auto), then the suites
+# that open sockets again: under deny-io-uring (epoll), over TCP alone,
+# and with the job split into two test hosts of two ranks (shared memory
+# inside each, TCP between).  TIDE_EXPECT_TRANSPORT makes every harness
+# rank check which transport carries each pair.  The simulated network
+# has no reactor or transport, so it runs once.
 suites() {
   local build=$1
   shift
-  echo "test: $build, io_uring reactor"
-  meson test -C "$build" --print-errorlogs --num-processes 1 "$@"
+  local sockets=(meson test -C "$build" --print-errorlogs --num-processes 1 --no-suite sim "$@")
+  echo "test: $build, io_uring reactor, shared memory between the ranks"
+  TIDE_EXPECT_TRANSPORT=shm meson test -C "$build" --print-errorlogs --num-processes 1 "$@"
   echo "test: $build, io_uring refused by seccomp: epoll reactor"
-  meson test -C "$build" --print-errorlogs --num-processes 1 --no-suite sim \
-    --wrapper "$PWD/$build/tests/deny-io-uring" "$@"
+  TIDE_EXPECT_TRANSPORT=shm "${sockets[@]}" --wrapper "$PWD/$build/tests/deny-io-uring"
+  echo "test: $build, TCP only (TIDE_TRANSPORT=tcp)"
+  TIDE_TRANSPORT=tcp TIDE_EXPECT_TRANSPORT=tcp "${sockets[@]}"
+  echo "test: $build, two test hosts of two ranks: shared memory inside, TCP between"
+  TIDE_TRANSPORT=shm TIDE_TEST_HOST_SIZE=2 TIDE_EXPECT_TRANSPORT=mixed "${sockets[@]}"
 }
 
 tools/setup.sh build

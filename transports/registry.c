@@ -24,10 +24,11 @@ struct entry {
 
 static int open_shm(struct tide__ctx *ctx, struct tide__transport **out);
 
-/* In order of preference for auto. */
+/* In order of preference for auto: shared memory between the ranks on
+ * a host and TCP to the others, or TCP alone. */
 static const struct entry transports[] = {
-    {"tcp", tide__tcp_check, tide__tcp_open},
     {"shm", tide__tcp_check, open_shm},
+    {"tcp", tide__tcp_check, tide__tcp_open},
 };
 
 #define NTRANSPORTS (sizeof transports / sizeof transports[0])
@@ -43,7 +44,8 @@ static const struct entry *find(const char *name)
 /* shm: the TCP mesh first (the rendezvous, and the sockets that stay as
  * doorbells and loss detectors), then shared memory takes the pairs on
  * this host and TCP the rest; a mux routes each peer to its part.
- * Explicitly asked for, shm must serve every pair on this host. */
+ * Explicitly asked for, shm must serve every pair on this host; under
+ * auto a pair that cannot share memory stays on TCP. */
 static int open_shm(struct tide__ctx *ctx, struct tide__transport **out)
 {
     int *fds = malloc((size_t)ctx->size * sizeof *fds);
