@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # test.sh - the quick start's second command: check the layering, install
 # what is missing, build, run the whole test suite on the io_uring
-# reactor and again with io_uring refused as a container's seccomp profile
-# does (so tide runs on epoll), the Python tests (tests/python), then the C
-# suites again under AddressSanitizer + UndefinedBehaviorSanitizer, then a
-# minute of parser fuzzing.
+# reactor and the socket suites again with io_uring refused as a
+# container's seccomp profile does (so tide runs on epoll), over TCP
+# alone, and split into two test hosts (see suites below); the Python
+# tests (tests/python), then the C suites again under AddressSanitizer +
+# UndefinedBehaviorSanitizer, then a minute of parser fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,8 +24,9 @@ suites() {
   local sockets=(meson test -C "$build" --print-errorlogs --num-processes 1 --no-suite sim "$@")
   echo "test: $build, io_uring reactor, shared memory between the ranks"
   TIDE_EXPECT_TRANSPORT=shm meson test -C "$build" --print-errorlogs --num-processes 1 "$@"
-  echo "test: $build, io_uring refused by seccomp: epoll reactor"
-  TIDE_EXPECT_TRANSPORT=shm "${sockets[@]}" --wrapper "$PWD/$build/tests/deny-io-uring"
+  echo "test: $build, io_uring refused by seccomp: epoll reactor; single copies (TIDE_SHM_CMA=1)"
+  TIDE_EXPECT_TRANSPORT=shm TIDE_SHM_CMA=1 "${sockets[@]}" \
+    --wrapper "$PWD/$build/tests/deny-io-uring"
   echo "test: $build, TCP only (TIDE_TRANSPORT=tcp)"
   TIDE_TRANSPORT=tcp TIDE_EXPECT_TRANSPORT=tcp "${sockets[@]}"
   echo "test: $build, two test hosts of two ranks: shared memory inside, TCP between"

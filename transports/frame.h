@@ -9,7 +9,9 @@
  *   |  root   |   sequence      | payload length  |   count         |
  *   +---------+-----------------+-----------------+-----------------+
  *
- * All fields little-endian.  (comm id, sequence, tag) is the matching key:
+ * All fields little-endian.  The two reserved bytes are the transport's
+ * own: TCP sends zeros and ignores them; shared memory marks a payload
+ * left in the sender's memory there (transports/shm/shm_peer.h).  (comm id, sequence, tag) is the matching key:
  * point-to-point messages use sequence 0 and match in arrival order;
  * collectives use the communicator's collective sequence (from 1) and a
  * tag naming the round or chunk.  (kind, dtype, redop, root, count, flags

@@ -191,6 +191,9 @@ static void arm(struct tide__transport *base)
     struct tide__shm *tp = shm_of(base);
     if (!tp->hdr)
         return;
+    for (int p = 0; p < tp->size; p++) /* acks to wait for: ask to be told */
+        if (served(&tp->peers[p]) && tp->peers[p].awaiting.head)
+            shm_ring_want_ack(tp->peers[p].out);
     atomic_store(&tp->hdr->sleeping, 1);
     atomic_thread_fence(memory_order_seq_cst);
     for (int p = 0; p < tp->size; p++) {
@@ -257,6 +260,11 @@ int tide__shm_create(struct tide__ctx *ctx, int *fds, bool required,
     tp->peers = peers;
     tp->memfd = -1;
     tp->ux_limit = DEFAULT_UX_LIMIT;
+    /* Single copies only with TIDE_SHM_CMA=1: on this project's 2-core
+     * machines the rings were as fast or faster (docs/architecture.md,
+     * "Shared memory on one host"), so they are the default. */
+    const char *cma = getenv("TIDE_SHM_CMA");
+    tp->cma_min = cma && !strcmp(cma, "1") ? SHM_CMA_MIN : SIZE_MAX;
     tp->wake_uop.complete = wake_complete;
     for (int p = 0; p < ctx->size; p++)
         peers[p] = (struct shm_peer){.tp = tp, .peer = p, .fd = -1,

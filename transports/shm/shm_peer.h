@@ -15,7 +15,18 @@
  * header, and a writer that finds it set sends one byte down the socket
  * (the doorbell), which completes the receive the sleeper's reactor has
  * posted there.  The same receive returning 0 is how a dead peer is
- * noticed.  A spinning rank costs its peers nothing but memory reads. */
+ * noticed.  A spinning rank costs its peers nothing but memory reads.
+ *
+ * Single copy: a payload of at least cma_min bytes to a peer whose
+ * memory we may read and that may read ours (probed at setup) is not
+ * copied into the ring.  Its header carries SHM_HDR_REMOTE in its first
+ * reserved byte and is followed by a descriptor (the payload's address
+ * in the sender, its length); the reader copies the payload straight
+ * from the sender with process_vm_readv(2) into the destination, then
+ * counts it in the ring's `acked`, and the sender completes the message
+ * when its count comes up.  Where the kernel refuses (a container
+ * without ptrace permission), the pair keeps the ring and says so.  Off
+ * unless TIDE_SHM_CMA=1: measured slower than the ring here. */
 #ifndef TIDE_SHM_PEER_H
 #define TIDE_SHM_PEER_H
 
@@ -30,6 +41,10 @@
 #define SHM_MAGIC 0x4d48536564697400ull /* "\0tideSHM" */
 #define SHM_HEADER_BYTES ((size_t)4096)
 #define SHM_POISON_MAX ((uint64_t)1 << 20) /* a poison frame's account */
+#define SHM_HDR_FLAGS 10          /* the header byte with our flags (frame.h) */
+#define SHM_HDR_REMOTE 0x1        /* the payload stays in the sender's memory */
+#define SHM_DESC_BYTES 16         /* a single-copy frame's descriptor: addr, len */
+#define SHM_CMA_MIN ((size_t)64 * 1024)
 
 struct shm_header {
     uint64_t magic;
@@ -49,17 +64,24 @@ struct shm_peer {
     struct shm_ring *out;     /* our ring in the peer's segment: we write */
     struct shm_header *peer_hdr; /* the peer's header page */
     struct shm_ring *in;      /* the peer's ring in our segment: we read */
+    pid_t pid;                /* the peer's process */
+    bool cma;                 /* single copy both ways (see above) */
 
     /* sending: sq's head is being written; written ones wait in sent
      * until the next poll completes them (never inside post) */
     struct tide__msgq sq, sent;
-    uint8_t tx_hdr[TIDE_FRAME_HDR_SIZE];
+    struct tide__msgq awaiting; /* single-copy sends the reader has not acked */
+    uint64_t acks_seen;       /* of them, completed so far */
+    uint8_t tx_hdr[TIDE_FRAME_HDR_SIZE + SHM_DESC_BYTES]; /* + descriptor */
+    bool tx_remote;           /* the head goes as a single-copy frame */
     size_t tx_off;            /* bytes of the head's header + payload written */
     bool tx_blocked;          /* the ring was full: waits for the reader */
 
     /* receiving */
-    uint8_t rx_hdr_buf[TIDE_FRAME_HDR_SIZE];
+    uint8_t rx_hdr_buf[TIDE_FRAME_HDR_SIZE + SHM_DESC_BYTES];
     size_t rx_hdr_have;
+    bool rx_remote;           /* the frame's payload is in the sender */
+    uint64_t acked;           /* single-copy frames we read */
     bool in_frame;
     bool parked;              /* the header waits for room in the pool */
     struct tide__frame rx_hdr;
@@ -89,6 +111,7 @@ struct tide__shm {
     struct tide__uop wake_uop;
     unsigned kernel_ops;      /* our reactor operations not yet completed */
     size_t ux_bytes, ux_limit;
+    size_t cma_min;           /* single copy from this size; SIZE_MAX: never */
     bool aborting;
 };
 

@@ -6,8 +6,10 @@
  * and keeps its place (in_frame, rx_left) for the next. */
 #include "transports/shm/shm_peer.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 static void unexpected_freed(struct tide__shm *tp)
 {
@@ -92,22 +94,62 @@ static void frame_done(struct shm_peer *c)
     c->rx_dst = NULL;
 }
 
-/* Read a header, or the rest of one.  Returns bytes read; sets in_frame
- * (or parks) once it is whole. */
+/* Read a header (and a single-copy frame's descriptor), or the rest of
+ * one.  Returns bytes read; sets in_frame (or parks) once it is whole. */
 static size_t read_header(struct shm_peer *c)
 {
-    size_t n = shm_ring_read(c->in, c->rx_hdr_buf + c->rx_hdr_have,
-                             TIDE_FRAME_HDR_SIZE - c->rx_hdr_have);
-    c->rx_hdr_have += n;
-    if (c->rx_hdr_have < TIDE_FRAME_HDR_SIZE)
-        return n;
+    size_t want = TIDE_FRAME_HDR_SIZE, n = 0;
+    if (c->rx_hdr_have >= TIDE_FRAME_HDR_SIZE &&
+        (c->rx_hdr_buf[SHM_HDR_FLAGS] & SHM_HDR_REMOTE))
+        want += SHM_DESC_BYTES;
+    while (c->rx_hdr_have < want) {
+        size_t got = shm_ring_read(c->in, c->rx_hdr_buf + c->rx_hdr_have, want - c->rx_hdr_have);
+        if (!got)
+            return n;
+        n += got;
+        c->rx_hdr_have += got;
+        if (c->rx_hdr_have == TIDE_FRAME_HDR_SIZE &&
+            (c->rx_hdr_buf[SHM_HDR_FLAGS] & SHM_HDR_REMOTE))
+            want += SHM_DESC_BYTES;
+    }
     c->rx_hdr_have = 0;
-    if (tide__frame_decode(c->rx_hdr_buf, &c->rx_hdr) < 0) {
+    c->rx_remote = want > TIDE_FRAME_HDR_SIZE;
+    if (tide__frame_decode(c->rx_hdr_buf, &c->rx_hdr) < 0 || (c->rx_remote && !c->cma)) {
         shm_peer_lost(c, "protocol error: rank %d sent a corrupt frame header", c->peer);
         return n;
     }
     c->parked = !route(c);
     return n;
+}
+
+/* A single-copy frame: copy its payload straight out of the sender into
+ * where route() sent it (nowhere: skip), then ack it so the sender can
+ * reuse its buffer.  0, or the peer is lost. */
+static int read_remote(struct shm_peer *c)
+{
+    uint64_t desc[2];
+    memcpy(desc, c->rx_hdr_buf + TIDE_FRAME_HDR_SIZE, sizeof desc);
+    if (desc[1] != c->rx_hdr.len) {
+        shm_peer_lost(c, "protocol error: rank %d described %llu bytes for a %llu-byte frame",
+                      c->peer, (unsigned long long)desc[1], (unsigned long long)c->rx_hdr.len);
+        return -1;
+    }
+    for (size_t done = 0; c->rx_dst && done < c->rx_left;) {
+        struct iovec local = {c->rx_dst + done, c->rx_left - done};
+        struct iovec remote = {(void *)(uintptr_t)(desc[0] + done), c->rx_left - done};
+        ssize_t got = process_vm_readv(c->pid, &local, 1, &remote, 1, 0);
+        if (got <= 0) {
+            if (got < 0 && errno == EINTR)
+                continue;
+            shm_peer_lost(c, got < 0 && errno == ESRCH ? "rank %d exited"
+                                                       : "copying from rank %d failed", c->peer);
+            return -1;
+        }
+        done += (size_t)got;
+    }
+    c->rx_left = 0;
+    atomic_store_explicit(&c->in->acked, ++c->acked, memory_order_release);
+    return 0;
 }
 
 int shm_recv_progress(struct shm_peer *c)
@@ -124,6 +166,13 @@ int shm_recv_progress(struct shm_peer *c)
             got += n;
             if (!c->in_frame)
                 break;
+        }
+        if (c->rx_remote) {
+            if (read_remote(c))
+                break;
+            got++; /* an ack moved: the writer may wait for it */
+            frame_done(c);
+            continue;
         }
         size_t n = shm_ring_read(c->in, c->rx_dst, c->rx_left);
         if (c->rx_dst)

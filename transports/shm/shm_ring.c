@@ -64,6 +64,11 @@ size_t shm_ring_wait_for_room(struct shm_ring *r)
     return SHM_RING_BYTES - (size_t)(head - atomic_load_explicit(&r->tail, memory_order_acquire));
 }
 
+void shm_ring_want_ack(struct shm_ring *r)
+{
+    atomic_store_explicit(&r->writer_waits, 1, memory_order_relaxed);
+}
+
 int shm_ring_take_waiter(struct shm_ring *r)
 {
     atomic_thread_fence(memory_order_seq_cst);

@@ -9,8 +9,13 @@
  * them.  They sit on separate cache lines: a writer spinning on tail
  * does not steal the line the reader writes head on.
  *
- * writer_waits is the writer's "the ring was full, tell me when you make
- * room": the reader clears it and rings the writer's doorbell
+ * acked counts the frames whose payload the reader copied straight out
+ * of the writer's memory (single-copy frames, shm_peer.h): the writer
+ * may reuse those buffers.
+ *
+ * writer_waits is the writer's "the ring was full (or I wait for acked),
+ * tell me when you move": the reader clears it and rings the writer's
+ * doorbell
  * (shm_peer.h) once it has consumed.  Both sides store their flag, then
  * fence, then look at the other's counter (Dekker), so one of them
  * always sees the other and no wake-up is lost. */
@@ -27,9 +32,10 @@
 struct shm_ring {
     _Atomic uint64_t head; /* bytes ever written (writer) */
     uint8_t pad0[SHM_CACHE_LINE - sizeof(uint64_t)];
-    _Atomic uint64_t tail; /* bytes ever consumed (reader) */
+    _Atomic uint64_t tail;  /* bytes ever consumed (reader) */
+    _Atomic uint64_t acked; /* single-copy frames read (reader) */
     _Atomic uint32_t writer_waits;
-    uint8_t pad1[4096 - SHM_CACHE_LINE - sizeof(uint64_t) - sizeof(uint32_t)];
+    uint8_t pad1[4096 - SHM_CACHE_LINE - 2 * sizeof(uint64_t) - sizeof(uint32_t)];
     uint8_t data[SHM_RING_BYTES];
 };
 
@@ -48,5 +54,9 @@ size_t shm_ring_wait_for_room(struct shm_ring *r);
 
 /* Reader, after reading: whether the writer asked to be told (clears it). */
 int shm_ring_take_waiter(struct shm_ring *r);
+
+/* Writer, about to sleep while single-copy frames wait for the reader:
+ * ask to be told when it acks one. */
+void shm_ring_want_ack(struct shm_ring *r);
 
 #endif

@@ -4,19 +4,27 @@
  * reader makes the second into the destination).  A payload larger than
  * the ring streams through it: we write what fits, the reader drains
  * it, we write on.  A message completes once its last byte is in the
- * ring, at the next progress pass (never inside post). */
+ * ring, at the next progress pass (never inside post); a single-copy
+ * one (shm_peer.h) once the reader has acked it. */
 #include "transports/shm/shm_peer.h"
 
 #include <string.h>
 
+/* What the head puts in the ring: header and payload, or header and
+ * descriptor. */
+static size_t record_len(const struct shm_peer *c, const tide__msg *m)
+{
+    return c->tx_remote ? TIDE_FRAME_HDR_SIZE + SHM_DESC_BYTES : TIDE_FRAME_HDR_SIZE + m->len;
+}
+
 /* Write the head message on from tx_off.  Returns bytes written. */
 static size_t write_head(struct shm_peer *c, tide__msg *m)
 {
-    size_t total = TIDE_FRAME_HDR_SIZE + m->len, wrote = 0;
+    size_t total = record_len(c, m), wrote = 0, hdr = total - (c->tx_remote ? 0 : m->len);
     while (c->tx_off < total) {
         size_t n;
-        if (c->tx_off < TIDE_FRAME_HDR_SIZE)
-            n = shm_ring_write(c->out, c->tx_hdr + c->tx_off, TIDE_FRAME_HDR_SIZE - c->tx_off);
+        if (c->tx_off < hdr)
+            n = shm_ring_write(c->out, c->tx_hdr + c->tx_off, hdr - c->tx_off);
         else
             n = shm_ring_write(c->out, (const uint8_t *)m->buf + (c->tx_off - TIDE_FRAME_HDR_SIZE),
                                total - c->tx_off);
@@ -34,6 +42,12 @@ static void start_head(struct shm_peer *c)
     m->hdr.len = m->len;
     tide__frame_encode(&m->hdr, c->tx_hdr);
     c->tx_off = 0;
+    c->tx_remote = c->cma && m->len >= c->tp->cma_min;
+    if (!c->tx_remote)
+        return;
+    uint64_t desc[2] = {(uint64_t)(uintptr_t)m->buf, (uint64_t)m->len};
+    c->tx_hdr[SHM_HDR_FLAGS] = SHM_HDR_REMOTE;
+    memcpy(c->tx_hdr + TIDE_FRAME_HDR_SIZE, desc, sizeof desc);
 }
 
 /* Write queued messages until the ring is full.  Returns bytes written. */
@@ -43,7 +57,7 @@ static size_t push(struct shm_peer *c)
     while (c->sq.head) {
         tide__msg *m = c->sq.head;
         wrote += write_head(c, m);
-        if (c->tx_off < TIDE_FRAME_HDR_SIZE + m->len) {
+        if (c->tx_off < record_len(c, m)) {
             /* Full: ask the reader to tell us when it makes room, unless
              * it made some while we asked. */
             if (shm_ring_wait_for_room(c->out) == 0) {
@@ -53,7 +67,7 @@ static size_t push(struct shm_peer *c)
             continue;
         }
         tide__msgq_pop(&c->sq);
-        tide__msgq_push(&c->sent, m);
+        tide__msgq_push(c->tx_remote ? &c->awaiting : &c->sent, m);
         if (c->sq.head)
             start_head(c);
     }
@@ -80,6 +94,17 @@ void shm_send_post(struct shm_peer *c, tide__msg *m)
         shm_ring_doorbell(c);
 }
 
+/* Single-copy sends the reader has acked: done.  Before the reader
+ * stored acked it finished reading their buffers (release/acquire). */
+static void take_acks(struct shm_peer *c)
+{
+    uint64_t acked = atomic_load_explicit(&c->out->acked, memory_order_acquire);
+    while (c->awaiting.head && c->acks_seen < acked) {
+        tide__msgq_push(&c->sent, tide__msgq_pop(&c->awaiting));
+        c->acks_seen++;
+    }
+}
+
 int shm_send_progress(struct shm_peer *c)
 {
     int n = 0;
@@ -87,6 +112,8 @@ int shm_send_progress(struct shm_peer *c)
         shm_ring_doorbell(c);
         n++;
     }
+    if (c->awaiting.head && !c->lost)
+        take_acks(c);
     tide__msg *m;
     while ((m = tide__msgq_pop(&c->sent))) {
         tide__msg_done(c->tp->base.ctx, m, m->status);
@@ -98,6 +125,9 @@ int shm_send_progress(struct shm_peer *c)
 bool shm_send_ready(struct shm_peer *c)
 {
     if (c->sent.head)
+        return true;
+    if (c->awaiting.head && !c->lost &&
+        atomic_load_explicit(&c->out->acked, memory_order_acquire) > c->acks_seen)
         return true;
     if (!c->sq.head || c->lost)
         return false;
@@ -122,6 +152,12 @@ int shm_send_withdraw(struct shm_peer *c, tide__msg *m, bool stalled)
     }
     if (tide__msgq_remove(&c->sq, m))
         return 0;
+    for (tide__msg *p = c->awaiting.head; p; p = p->next)
+        if (p == m) { /* the reader may be copying out of it right now */
+            if (stalled)
+                shm_peer_lost(c, "rank %d stopped reading our messages", c->peer);
+            return TIDE_EBUSY;
+        }
     /* Written, or failed: its completion comes at the next pass. */
     for (tide__msg *p = c->sent.head; p; p = p->next)
         if (p == m)
@@ -132,6 +168,11 @@ int shm_send_withdraw(struct shm_peer *c, tide__msg *m, bool stalled)
 void shm_send_fail_all(struct shm_peer *c)
 {
     tide__msg *m;
+    /* The reader is gone: nobody copies out of those buffers any more. */
+    while ((m = tide__msgq_pop(&c->awaiting))) {
+        m->status = TIDE_EPEER;
+        tide__msgq_push(&c->sent, m);
+    }
     while ((m = tide__msgq_pop(&c->sq))) {
         m->status = TIDE_EPEER;
         tide__msgq_push(&c->sent, m);

@@ -9,8 +9,11 @@
  *   2. for each peer with the same boot id, namespace, user and host id
  *      it opens the peer's segment through /proc/<pid>/fd and maps its
  *      header and its own ring there;
- *   3. it tells each such peer whether that worked and hears the same
- *      back: a pair uses shared memory only if both sides mapped.
+ *   3. it tries to read the peer's segment header out of the peer's own
+ *      memory with process_vm_readv (the single-copy path, shm_peer.h);
+ *   4. it tells each such peer whether both worked and hears the same
+ *      back: a pair uses shared memory only if both sides mapped, and
+ *      single copies only if both could read the other.
  * The network namespace is part of "same host" so that test hosts made
  * of namespaces on one machine stay apart, as real hosts would be. */
 #include "transports/shm/shm_peer.h"
@@ -25,6 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define IDENT_MAGIC "tideshm1"
@@ -39,7 +43,10 @@ struct ident {
     int32_t pid;
     int32_t memfd;     /* our segment, or -1 if we could not make one */
     uint32_t size;     /* the job's size, as a check */
+    uint64_t probe;    /* where our segment's magic is in our memory */
 };
+
+enum { MAPPED = 1, READABLE = 2 }; /* what a rank tells a peer in step 4 */
 
 static void read_boot_id(char out[40])
 {
@@ -65,6 +72,7 @@ static void make_ident(const struct tide__shm *tp, struct ident *id)
     id->pid = (int32_t)getpid();
     id->memfd = tp->memfd;
     id->size = (uint32_t)tp->size;
+    id->probe = (uint64_t)(uintptr_t)tp->hdr;
 }
 
 static bool same_host(const struct ident *a, const struct ident *b)
@@ -204,7 +212,20 @@ static int swap_idents(struct tide__shm *tp, int *fds, struct ident *ids, uint64
     return 0;
 }
 
-/* Steps 2 and 3: map every candidate's segment, then agree per pair. */
+/* Step 3: may we copy out of the peer's memory?  Not in a container
+ * without ptrace permission, for one. */
+static bool can_read(const struct ident *id, char *why, size_t len)
+{
+    uint64_t magic = 0;
+    struct iovec local = {&magic, sizeof magic}, remote = {(void *)(uintptr_t)id->probe, 8};
+    if (process_vm_readv(id->pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof magic &&
+        magic == SHM_MAGIC)
+        return true;
+    snprintf(why, len, "%s", magic ? "read the wrong bytes" : strerror(errno));
+    return false;
+}
+
+/* Steps 2 to 4: map every candidate's segment, then agree per pair. */
 static int pair_up(struct tide__shm *tp, int *fds, const struct ident *ids, bool required,
                    uint64_t deadline, char *err, size_t errlen)
 {
@@ -215,11 +236,17 @@ static int pair_up(struct tide__shm *tp, int *fds, const struct ident *ids, bool
             continue;
         on_host++;
         int e = map_peer(tp, &tp->peers[p], &ids[p]);
-        mine[p] = e == 0;
+        char why[64];
+        mine[p] = e == 0 ? MAPPED : 0;
         if (e)
             tide__log(required ? TIDE_LOG_WARN : TIDE_LOG_INFO, tp->rank,
                       "shm: cannot map rank %d's segment (/proc/%d/fd/%d): %s", p,
                       (int)ids[p].pid, (int)ids[p].memfd, strerror(-e));
+        else if (tp->cma_min == SIZE_MAX || can_read(&ids[p], why, sizeof why))
+            mine[p] |= tp->cma_min == SIZE_MAX ? 0 : READABLE;
+        else
+            tide__log(TIDE_LOG_INFO, tp->rank, "shm: no single copies with rank %d: "
+                      "process_vm_readv: %s; large messages go through the ring", p, why);
     }
     for (int p = 0; !rc && p < tp->size; p++)
         if (p != tp->rank && same_host(&ids[tp->rank], &ids[p]) &&
@@ -231,10 +258,12 @@ static int pair_up(struct tide__shm *tp, int *fds, const struct ident *ids, bool
             rc = TIDE_EBOOTSTRAP;
     for (int p = 0; !rc && p < tp->size; p++) {
         struct shm_peer *c = &tp->peers[p];
-        if (!mine[p] || !theirs[p]) {
+        if (!(mine[p] & MAPPED) || !(theirs[p] & MAPPED)) {
             unmap_peer(c);
             continue;
         }
+        c->pid = (pid_t)ids[p].pid;
+        c->cma = (mine[p] & READABLE) && (theirs[p] & READABLE);
         c->fd = fds[p];
         fds[p] = -1;
         paired++;
