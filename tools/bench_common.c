@@ -47,6 +47,13 @@ static const struct {
 };
 
 const char *bench_coll_name(enum bench_coll coll) { return colls[coll].name; }
+
+const char *bench_transport(const struct bench *b)
+{
+    int n = tide_comm_size(b->comm);
+    const char *t = n > 1 ? tide_comm_transport(b->comm, (tide_comm_rank(b->comm) + 1) % n) : NULL;
+    return t ? t : "self";
+}
 bool bench_coll_reduces(enum bench_coll coll) { return colls[coll].reduces; }
 bool bench_coll_rooted(enum bench_coll coll) { return colls[coll].rooted; }
 bool bench_coll_has_inplace(enum bench_coll coll) { return colls[coll].inplace; }

@@ -79,6 +79,10 @@ int bench_end(struct bench *b, int status);
 
 const char *bench_coll_name(enum bench_coll coll);
 
+/* The transport to the next rank ("shm", "tcp"; "self" alone), for the
+ * records: what carried the measured traffic on one host. */
+const char *bench_transport(const struct bench *b);
+
 /* The option values both tools (and tide-sim) read: true when s names a
  * value, which is stored in *out.  Sizes take K, M and G (powers of
  * 1024, as in nccl-tests). */

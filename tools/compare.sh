@@ -6,8 +6,11 @@
 #
 #   tools/compare.sh [--quick] [--out DIR] [--build DIR]
 #
-# Measures tide twice, on its io_uring reactor and on epoll (TIDE_REACTOR,
-# the reactor tide falls back to in containers), then its peers:
+# Measures tide three times: over TCP on its io_uring reactor and on epoll
+# (TIDE_REACTOR, the reactor tide falls back to in containers), beside
+# Open MPI over TCP, and over shared memory (TIDE_TRANSPORT=shm, what
+# ranks on one host use by default) beside Open MPI's vader; then its
+# peers:
 # allreduce, allgather, reduce_scatter and broadcast (float32 sum,
 # 8 B to 64 MiB by factors of 4, on 2 and 4 ranks; the 2-rank allreduce
 # also at the anchor sizes of issue 3, 64 KiB, 1 MiB and 16 MiB, which
@@ -129,9 +132,14 @@ EOF
 
 # ------------------------------------------------------------------- runs
 
-# tide's systems differ in their reactor only; the records say which ran.
-reactor_of() {
-  [[ $1 == tide-epoll ]] && echo epoll || echo io_uring
+# tide's systems differ in their reactor and transport; the records say
+# which ran.
+tide_env() {
+  case $1 in
+    tide) echo TIDE_REACTOR=io_uring TIDE_TRANSPORT=tcp ;;
+    tide-epoll) echo TIDE_REACTOR=epoll TIDE_TRANSPORT=tcp ;;
+    tide-shm) echo TIDE_REACTOR=io_uring TIDE_TRANSPORT=shm ;;
+  esac
 }
 
 # One system on one band of sizes: SYSTEM RANKS PASS, with sweep=(...) set.
@@ -142,9 +150,10 @@ bench() {
   local oplist
   oplist=$(IFS=,; echo "${ops[*]}")
   case $sys in
-    tide|tide-epoll)
+    tide|tide-epoll|tide-shm)
       for op in "${ops[@]}"; do
-        step "$sys-$op-$tag" env TIDE_REACTOR="$(reactor_of "$sys")" "${tide_run[@]}" -n "$n" -- \
+        # shellcheck disable=SC2046 # tide_env's words are separate variables
+        step "$sys-$op-$tag" env $(tide_env "$sys") "${tide_run[@]}" -n "$n" -- \
           "$build/tools/tide-perf" --op "$op" "${sweep[@]}" -c 1 --json "$raw/$sys-$op-$tag.json"
       done ;;
     ompi-tcp|ompi-sm)
@@ -165,8 +174,9 @@ bench() {
 overlap() {
   local sys=$1 n=$2 compute=$4 tag="p$3-overlap-$4-n$2"
   case $sys in
-    tide|tide-epoll)
-      step "$sys-$tag" env TIDE_REACTOR="$(reactor_of "$sys")" "${tide_run[@]}" -n "$n" -- \
+    tide|tide-epoll|tide-shm)
+      # shellcheck disable=SC2046
+      step "$sys-$tag" env $(tide_env "$sys") "${tide_run[@]}" -n "$n" -- \
         "$build/tools/tide-overlap" --op allreduce "${sweep[@]}" --compute "$compute" \
         --json "$raw/$sys-$tag.json" ;;
     ompi-tcp|ompi-sm)
@@ -179,7 +189,7 @@ overlap() {
   esac
 }
 
-systems=(tide tide-epoll ompi-tcp ompi-sm gloo)
+systems=(tide tide-epoll tide-shm ompi-tcp ompi-sm gloo)
 for pass in $(seq "$passes"); do
   step "loopback-limits-p$pass" "$build/tools/loopback-limits" "${loopback[@]}" \
     --json "$raw/loopback-p$pass.json"

@@ -35,9 +35,9 @@ import os
 import sys
 
 PEERS = ("ompi-tcp", "ompi-sm", "gloo")
-SYSTEMS = ("tide", "tide-epoll") + PEERS
-LABELS = {"tide": "tide", "tide-epoll": "tide epoll", "ompi-tcp": "Open MPI tcp",
-          "ompi-sm": "Open MPI sm", "gloo": "Gloo"}
+SYSTEMS = ("tide", "tide-epoll", "tide-shm") + PEERS
+LABELS = {"tide": "tide", "tide-epoll": "tide epoll", "tide-shm": "tide shm",
+          "ompi-tcp": "Open MPI tcp", "ompi-sm": "Open MPI sm", "gloo": "Gloo"}
 OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast")
 # The loopback column switches from latency to bandwidth here: below it a
 # transfer fits the socket buffers and the streaming ceiling is no ceiling.
@@ -49,11 +49,14 @@ BUSBW_TARGET_FROM = 16 << 20
 
 
 def system_of(rec):
-    """tide-perf and tide-overlap are "tide" on io_uring and "tide-epoll" on
-    epoll (their records name the reactor that ran); the drivers name
+    """tide-perf and tide-overlap are "tide-shm" over shared memory, else
+    "tide" on io_uring and "tide-epoll" on epoll, both over TCP (their
+    records name the transport and reactor that ran); the drivers name
     themselves."""
     if not rec["tool"].startswith("tide-"):
         return rec["tool"]
+    if rec.get("transport") == "shm":
+        return "tide-shm"
     return "tide-epoll" if rec.get("reactor") == "epoll" else "tide"
 
 
@@ -137,6 +140,8 @@ def bandwidth_rows(records):
                         row["ratio"][p] = got[p]["time_us"] / tide["time_us"]
                 if got["tide-epoll"] and got["ompi-tcp"]:
                     row["epoll_vs_ompi_tcp"] = got["ompi-tcp"]["time_us"] / got["tide-epoll"]["time_us"]
+                if got["tide-shm"] and got["ompi-sm"]:
+                    row["shm_vs_ompi_sm"] = got["ompi-sm"]["time_us"] / got["tide-shm"]["time_us"]
                 limit = link_limit(lim, op, ranks)
                 if tide and nbytes >= BANDWIDTH_FROM and limit:
                     row["loopback"] = {"busbw_share": tide["busbw_gbps"] / limit}
@@ -175,13 +180,15 @@ def loopback_text(row):
 
 def bandwidth_table(rows):
     head = (["op", "ranks", "size"] + [f"{LABELS[s]} µs" for s in SYSTEMS]
-            + [f"x {LABELS[p]}" for p in PEERS] + ["epoll / io_uring", "tide vs loopback"])
+            + [f"x {LABELS[p]}" for p in PEERS] + ["epoll / io_uring", "shm: x Open MPI sm",
+                                                  "tide vs loopback"])
     body = []
     for r in rows:
         body.append([r["op"], str(r["ranks"]), size_text(r["bytes"])]
                     + [time_text(r["time_us"][s]) for s in SYSTEMS]
                     + [f"{r['ratio'][p]:.2f}" if p in r["ratio"] else "n/a"
                        for p in PEERS + ("tide-epoll",)]
+                    + [f"{r['shm_vs_ompi_sm']:.2f}" if "shm_vs_ompi_sm" in r else "n/a"]
                     + [loopback_text(r)])
     return head, body
 
@@ -213,6 +220,38 @@ def epoll_lines(rows):
     if behind:
         out.append("behind: " + ", ".join(f"{r['op']} {r['ranks']}r {size_text(r['bytes'])} "
                                           f"{r['epoll_vs_ompi_tcp']:.2f}x" for r in behind))
+    return out
+
+
+# The shared-memory issue's targets against Open MPI's vader: at least as
+# fast from 4 KiB, twice as fast at 16-64 MiB, a 2-rank 8 B allreduce
+# within 2 µs.
+SHM_AHEAD_FROM = 4 << 10
+SHM_TWICE = (16 << 20, 64 << 20)
+
+
+def shm_lines(rows):
+    """How tide over shared memory stands against Open MPI's vader."""
+    both = [r for r in rows if "shm_vs_ompi_sm" in r]
+    if not both:
+        return []
+    big = [r for r in both if r["bytes"] >= SHM_AHEAD_FROM]
+    behind = [r for r in big if r["shm_vs_ompi_sm"] < 1.0]
+    huge = [r for r in both if SHM_TWICE[0] <= r["bytes"] <= SHM_TWICE[1]]
+    short = [r for r in huge if r["shm_vs_ompi_sm"] < 2.0]
+    where = lambda rs: ", ".join(f"{r['op']} {r['ranks']}r {size_text(r['bytes'])} "
+                                 f"{r['shm_vs_ompi_sm']:.2f}x" for r in rs)
+    small = [r for r in both if r["op"] == "allreduce" and r["ranks"] == 2 and r["bytes"] == 8]
+    out = [f"at least as fast as Open MPI sm from 4 KiB: {len(big) - len(behind)} of "
+           f"{len(big)} points", f"twice as fast at 16-64 MiB: {len(huge) - len(short)} of "
+           f"{len(huge)} points"]
+    if behind:
+        out.append("behind from 4 KiB: " + where(behind))
+    if short:
+        out.append("under 2x at 16-64 MiB: " + where(short))
+    if small:
+        out.append(f"2-rank 8 B allreduce: {small[0]['time_us']['tide-shm']:.2f} µs "
+                   f"(Open MPI sm {small[0]['time_us']['ompi-sm']:.2f})")
     return out
 
 
@@ -400,6 +439,9 @@ def main():
     epoll = epoll_lines(bw)
     if epoll:
         print("\n== the epoll reactor against io_uring and Open MPI tcp ==\n" + "\n".join(epoll))
+    shm = shm_lines(bw)
+    if shm:
+        print("\n== shared memory against Open MPI sm (vader) ==\n" + "\n".join(shm))
     print("\n== overlap of a nonblocking allreduce with compute, % (OSU method) ==")
     print(text_table(*ov_table))
     tr, dr = torch_rows(records), ddp_rows(records)
@@ -419,9 +461,11 @@ def main():
                     f"{'; '.join(limits)}.\n")
             if epoll:
                 f.write("\nThe epoll reactor: " + "; ".join(epoll) + ".\n")
+            if shm:
+                f.write("\nShared memory: " + "; ".join(shm) + ".\n")
     with open(os.path.join(out_dir, "compare.json"), "w") as f:
         json.dump({"facts": facts, "anchors": anchors, "bandwidth": bw, "overlap": ov,
-                   "epoll": epoll, "torch": tr, "ddp": dr, "records": records}, f, indent=1)
+                   "epoll": epoll, "shm": shm, "torch": tr, "ddp": dr, "records": records}, f, indent=1)
         f.write("\n")
     try:
         plot(bw, records, os.path.join(out_dir, "compare.png"))

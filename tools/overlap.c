@@ -173,12 +173,13 @@ static void report(struct overlap *v, const struct bench_shape *s, const struct 
     if (!f)
         return;
     fprintf(f,
-            "{\"tool\":\"tide-overlap\",\"reactor\":\"%s\",\"op\":\"%s\",\"ranks\":%d,"
+            "{\"tool\":\"tide-overlap\",\"reactor\":\"%s\",\"transport\":\"%s\","
+            "\"op\":\"%s\",\"ranks\":%d,"
             "\"bytes\":%zu,"
             "\"compute\":\"%s\",\"tests\":%d,\"t_pure_us\":%.3f,\"t_cpu_us\":%.3f,"
             "\"t_overall_us\":%.3f,\"overlap_pct\":%.2f}",
-            tide_comm_reactor(b->comm), bench_coll_name(b->opt.coll), b->size, s->bytes,
-            b->opt.compute_sleep ? "sleep" : "busy", b->opt.tests, t->pure, t->cpu, t->overall,
+            tide_comm_reactor(b->comm), bench_transport(b), bench_coll_name(b->opt.coll), b->size,
+            s->bytes, b->opt.compute_sleep ? "sleep" : "busy", b->opt.tests, t->pure, t->cpu, t->overall,
             overlap_pct(t));
 }
 

@@ -157,11 +157,13 @@ static void json_record(struct perf *p, const struct bench_shape *s, bool inplac
     if (!f)
         return;
     fprintf(f,
-            "{\"tool\":\"tide-perf\",\"reactor\":\"%s\",\"op\":\"%s\",\"ranks\":%d,"
+            "{\"tool\":\"tide-perf\",\"reactor\":\"%s\",\"transport\":\"%s\",\"op\":\"%s\","
+            "\"ranks\":%d,"
             "\"bytes\":%zu,\"count\":%zu,"
             "\"dtype\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"algo\":\"%s\",\"inplace\":%s,"
             "\"time_us\":%.3f,\"algbw_gbps\":%.6f,\"busbw_gbps\":%.6f,\"wrong\":%ld}",
-            tide_comm_reactor(b->comm), bench_coll_name(b->opt.coll), b->size, s->bytes, s->count,
+            tide_comm_reactor(b->comm), bench_transport(b), bench_coll_name(b->opt.coll), b->size,
+            s->bytes, s->count,
             tide_dtype_name(b->opt.dtype), redop_name(b), root_of(b), algo,
             inplace ? "true" : "false", r->us, r->algbw, r->busbw, r->wrong);
 }

@@ -37,6 +37,10 @@ void shm_peer_lost(struct shm_peer *c, const char *fmt, ...)
     vsnprintf(c->lost_buf, sizeof c->lost_buf, fmt, ap);
     va_end(ap);
     c->lost = c->lost_buf;
+    /* A reader still copying out of our single-copy sends learns, after
+     * its copy, that we gave them back: it must not believe the bytes. */
+    if (c->out)
+        atomic_store(&c->out->writer_gone, 1);
     /* A peer that leaves while we expect nothing from it has most likely
      * just finished; only a loss that fails work deserves a warning. */
     bool pending = c->sq.head || c->mq.posted.head || c->in_frame;
@@ -87,6 +91,7 @@ static void bell_complete(struct tide__uop *uop, int res)
     }
     if (c->lost)
         return;
+    c->draining = true;
     shm_recv_progress(c); /* what it wrote before it died still counts */
     shm_peer_lost(c, res == 0 ? "rank %d closed the connection (exited or was killed)"
                               : "receiving from rank %d failed",

@@ -39,7 +39,6 @@
 #include "transports/shm/shm_ring.h"
 
 #define SHM_MAGIC 0x4d48536564697400ull /* "\0tideSHM" */
-#define SHM_HEADER_BYTES ((size_t)4096)
 #define SHM_POISON_MAX ((uint64_t)1 << 20) /* a poison frame's account */
 #define SHM_HDR_FLAGS 10          /* the header byte with our flags (frame.h) */
 #define SHM_HDR_REMOTE 0x1        /* the payload stays in the sender's memory */
@@ -49,7 +48,9 @@
 struct shm_header {
     uint64_t magic;
     uint32_t size;              /* rings that follow: one per rank of the job */
-    uint8_t pad[SHM_CACHE_LINE - 12];
+    uint32_t pad0;
+    uint64_t nonce;             /* random, also in the identity we send (shm_setup.c) */
+    uint8_t pad[SHM_CACHE_LINE - 24];
     _Atomic uint32_t sleeping;  /* the owner may sleep: writers ring its doorbell */
 };
 
@@ -91,6 +92,8 @@ struct shm_peer {
     uint8_t *rx_dst;
     size_t rx_left;
     struct tide__match mq;
+    bool draining;            /* the peer is gone: read what it left, pool limit or not */
+    bool busy;                /* inside shm_recv_progress (it may be re-entered) */
 
     /* the doorbell socket's receive */
     uint8_t bell_buf[64];
@@ -111,6 +114,7 @@ struct tide__shm {
     struct tide__uop wake_uop;
     unsigned kernel_ops;      /* our reactor operations not yet completed */
     size_t ux_bytes, ux_limit;
+    unsigned nparked;         /* peers whose header waits for pool room */
     size_t cma_min;           /* single copy from this size; SIZE_MAX: never */
     bool aborting;
 };

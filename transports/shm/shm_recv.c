@@ -11,11 +11,19 @@
 #include <string.h>
 #include <sys/uio.h>
 
+/* Room in the pool: peers whose next header waited for it go on. */
 static void unexpected_freed(struct tide__shm *tp)
 {
-    for (int p = 0; p < tp->size; p++)
-        if (tp->peers[p].parked && tp->peers[p].fd >= 0)
+    for (int p = 0; tp->nparked && p < tp->size; p++)
+        if (tp->peers[p].parked)
             shm_recv_progress(&tp->peers[p]);
+}
+
+static void set_parked(struct shm_peer *c, bool parked)
+{
+    if (parked != c->parked)
+        c->tp->nparked += parked ? 1 : (unsigned)-1;
+    c->parked = parked;
 }
 
 static void drop_unexpected(struct tide__shm *tp, struct tide__unexp *ux)
@@ -51,7 +59,7 @@ static bool route(struct shm_peer *c)
                       (unsigned long long)f->len);
         return true;
     }
-    if (f->len && tp->ux_bytes + f->len > tp->ux_limit && tp->ux_bytes > 0)
+    if (f->len && tp->ux_bytes + f->len > tp->ux_limit && tp->ux_bytes > 0 && !c->draining)
         return false;
     struct tide__unexp *ux = tide__unexp_new(f, NULL);
     if (!ux) {
@@ -82,11 +90,13 @@ static void frame_done(struct shm_peer *c)
     } else if (ux && ux->hdr.kind == TIDE_KIND_POISON) {
         tide__frame_poison(ctx, c->peer, &ux->hdr, ux->data, (size_t)ux->hdr.len);
         drop_unexpected(tp, ux);
+        unexpected_freed(tp);
     } else if (ux) {
         ux->complete = true;
         if (ux->claimed) {
             tide__msg_done(ctx, ux->claimed, tide__match_deliver(ux, ux->claimed));
             drop_unexpected(tp, ux);
+            unexpected_freed(tp);
         }
     }
     c->rx_msg = NULL;
@@ -118,7 +128,7 @@ static size_t read_header(struct shm_peer *c)
         shm_peer_lost(c, "protocol error: rank %d sent a corrupt frame header", c->peer);
         return n;
     }
-    c->parked = !route(c);
+    set_parked(c, !route(c));
     return n;
 }
 
@@ -147,6 +157,12 @@ static int read_remote(struct shm_peer *c)
         }
         done += (size_t)got;
     }
+    /* After the copy, not before: if the writer gave its buffer back in
+     * the meantime, what we copied may be its next contents. */
+    if (c->rx_dst && atomic_load(&c->in->writer_gone)) {
+        shm_peer_lost(c, "rank %d gave the pair up during a copy", c->peer);
+        return -1;
+    }
     c->rx_left = 0;
     atomic_store_explicit(&c->in->acked, ++c->acked, memory_order_release);
     return 0;
@@ -155,11 +171,14 @@ static int read_remote(struct shm_peer *c)
 int shm_recv_progress(struct shm_peer *c)
 {
     size_t got = 0;
+    if (c->busy)
+        return 0; /* re-entered through unexpected_freed: the outer pass reads on */
+    c->busy = true;
     while (!c->lost) {
         if (c->parked) {
             if (!route(c))
                 break;
-            c->parked = false;
+            set_parked(c, false);
         }
         if (!c->in_frame) {
             size_t n = read_header(c);
@@ -183,7 +202,8 @@ int shm_recv_progress(struct shm_peer *c)
             break;
         frame_done(c);
     }
-    if (got && shm_ring_take_waiter(c->in))
+    c->busy = false;
+    if (got && !c->lost && shm_ring_take_waiter(c->in))
         shm_ring_doorbell(c); /* the writer waits for the room we made */
     return got != 0;
 }
@@ -207,6 +227,8 @@ void shm_recv_post(struct shm_peer *c, tide__msg *m)
         return;
     }
     tide__match_post(&c->mq, m);
+    if (c->parked) /* its header may be the one waiting for pool room */
+        shm_recv_progress(c);
 }
 
 int shm_recv_withdraw(struct shm_peer *c, tide__msg *m)
@@ -244,7 +266,7 @@ void shm_recv_lost(struct shm_peer *c)
     c->rx_msg = NULL;
     c->rx_ux = NULL;
     c->in_frame = false;
-    c->parked = false;
+    set_parked(c, false);
     tide__msg *m;
     while ((m = tide__msgq_pop(&c->mq.posted)))
         tide__msg_done(ctx, m, TIDE_EPEER);

@@ -40,7 +40,7 @@ size_t shm_ring_read(struct shm_ring *r, void *dst, size_t len)
 {
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-    size_t used = (size_t)(head - tail);
+    size_t used = head - tail > SHM_RING_BYTES ? SHM_RING_BYTES : (size_t)(head - tail);
     size_t n = len < used ? len : used;
     if (n == 0)
         return 0;
@@ -58,7 +58,10 @@ size_t shm_ring_used(struct shm_ring *r)
 
 size_t shm_ring_wait_for_room(struct shm_ring *r)
 {
-    atomic_store_explicit(&r->writer_waits, 1, memory_order_relaxed);
+    /* Loaded first: a writer blocked for long asks on every pass, and a
+     * store would pull the reader's cache line over each time. */
+    if (!atomic_load_explicit(&r->writer_waits, memory_order_relaxed))
+        atomic_store_explicit(&r->writer_waits, 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst);
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
     return SHM_RING_BYTES - (size_t)(head - atomic_load_explicit(&r->tail, memory_order_acquire));

@@ -31,7 +31,8 @@
 
 struct shm_ring {
     _Atomic uint64_t head; /* bytes ever written (writer) */
-    uint8_t pad0[SHM_CACHE_LINE - sizeof(uint64_t)];
+    _Atomic uint32_t writer_gone; /* the writer gave the pair up (shm_peer.h) */
+    uint8_t pad0[SHM_CACHE_LINE - sizeof(uint64_t) - sizeof(uint32_t)];
     _Atomic uint64_t tail;  /* bytes ever consumed (reader) */
     _Atomic uint64_t acked; /* single-copy frames read (reader) */
     _Atomic uint32_t writer_waits;
@@ -42,7 +43,9 @@ struct shm_ring {
 /* Copy up to len bytes of src in (as many as fit); returns how many. */
 size_t shm_ring_write(struct shm_ring *r, const void *src, size_t len);
 
-/* Copy up to len bytes out into dst (NULL: skip them); returns how many. */
+/* Copy up to len bytes out into dst (NULL: skip them); returns how many.
+ * A head more than a ring ahead (a corrupt writer) reads as a full ring:
+ * never past the data. */
 size_t shm_ring_read(struct shm_ring *r, void *dst, size_t len);
 
 /* Bytes waiting to be read. */

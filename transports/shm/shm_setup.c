@@ -15,7 +15,11 @@
  *      back: a pair uses shared memory only if both sides mapped, and
  *      single copies only if both could read the other.
  * The network namespace is part of "same host" so that test hosts made
- * of namespaces on one machine stay apart, as real hosts would be. */
+ * of namespaces on one machine stay apart, as real hosts would be; the
+ * PID namespace because a pid means nothing in another one (containers
+ * that share the network often do not share it), and a random nonce in
+ * the segment, checked after mapping, makes sure the fd we opened is the
+ * segment the peer meant. */
 #include "transports/shm/shm_peer.h"
 #include "engine/clock.h"
 #include "engine/log.h"
@@ -26,7 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -39,6 +45,8 @@ struct ident {
     char boot_id[40];  /* /proc/sys/kernel/random/boot_id */
     char host_id[64];  /* TIDE_HOST_ID, or "" */
     uint64_t netns;    /* inode of /proc/self/ns/net */
+    uint64_t pidns;    /* inode of /proc/self/ns/pid */
+    uint64_t nonce;    /* our segment's, or 0 */
     uint32_t uid;
     int32_t pid;
     int32_t memfd;     /* our segment, or -1 if we could not make one */
@@ -68,6 +76,8 @@ static void make_ident(const struct tide__shm *tp, struct ident *id)
     read_boot_id(id->boot_id);
     snprintf(id->host_id, sizeof id->host_id, "%s", host ? host : "");
     id->netns = stat("/proc/self/ns/net", &st) == 0 ? (uint64_t)st.st_ino : 0;
+    id->pidns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+    id->nonce = tp->hdr ? tp->hdr->nonce : 0;
     id->uid = (uint32_t)getuid();
     id->pid = (int32_t)getpid();
     id->memfd = tp->memfd;
@@ -79,7 +89,8 @@ static bool same_host(const struct ident *a, const struct ident *b)
 {
     return a->boot_id[0] && !memcmp(a->boot_id, b->boot_id, sizeof a->boot_id) &&
            !memcmp(a->host_id, b->host_id, sizeof a->host_id) && a->netns == b->netns &&
-           a->netns != 0 && a->uid == b->uid && a->memfd >= 0 && b->memfd >= 0;
+           a->netns != 0 && a->pidns == b->pidns && a->pidns != 0 && a->uid == b->uid &&
+           a->memfd >= 0 && b->memfd >= 0;
 }
 
 /* Move len bytes over a blocking socket, waiting at most until deadline
@@ -92,7 +103,8 @@ static int move_bytes(int fd, void *buf, size_t len, bool out, uint64_t deadline
         if (now >= deadline)
             return TIDE_ETIMEDOUT;
         struct pollfd pfd = {.fd = fd, .events = out ? POLLOUT : POLLIN};
-        int ms = (int)((deadline - now) / TIDE_NS_PER_MS) + 1;
+        uint64_t left_ms = (deadline - now) / TIDE_NS_PER_MS + 1;
+        int ms = left_ms > INT_MAX ? INT_MAX : (int)left_ms;
         if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
             return TIDE_EPEER;
         if (!(pfd.revents & (out ? POLLOUT : POLLIN)) && !(pfd.revents & (POLLERR | POLLHUP)))
@@ -109,9 +121,29 @@ static int move_bytes(int fd, void *buf, size_t len, bool out, uint64_t deadline
     return 0;
 }
 
+/* The header and each ring start on a page of their own, whatever the
+ * page size (16 and 64 KiB on some arm64 and ppc64 kernels): mmap maps
+ * from page boundaries only. */
+static size_t page_round(size_t n)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t p = page > 0 ? (size_t)page : 4096;
+    return (n + p - 1) / p * p;
+}
+
+static size_t header_bytes(void)
+{
+    return page_round(sizeof(struct shm_header));
+}
+
+static size_t ring_bytes(void)
+{
+    return page_round(sizeof(struct shm_ring));
+}
+
 static size_t ring_offset(int rank)
 {
-    return SHM_HEADER_BYTES + (size_t)rank * sizeof(struct shm_ring);
+    return header_bytes() + (size_t)rank * ring_bytes();
 }
 
 /* Our segment: the header and one ring per rank, all zero. */
@@ -131,6 +163,9 @@ static int make_segment(struct tide__shm *tp, char *err, size_t errlen)
     tp->hdr = seg;
     tp->hdr->magic = SHM_MAGIC;
     tp->hdr->size = (uint32_t)tp->size;
+    while (!tp->hdr->nonce)
+        if (getrandom(&tp->hdr->nonce, sizeof tp->hdr->nonce, 0) != sizeof tp->hdr->nonce)
+            tp->hdr->nonce = (uint64_t)getpid() << 32 ^ (uint64_t)tide__now_ns();
     return 0;
 }
 
@@ -142,13 +177,20 @@ static int map_peer(struct tide__shm *tp, struct shm_peer *c, const struct ident
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    void *hdr = mmap(NULL, SHM_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    void *ring = mmap(NULL, sizeof(struct shm_ring), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+    /* Not a segment of the job's size: something else has that number
+     * (a mapping past its end would raise SIGBUS). */
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size < ring_offset(tp->size)) {
+        close(fd);
+        return -EPROTO;
+    }
+    void *hdr = mmap(NULL, header_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *ring = mmap(NULL, ring_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
                       (off_t)ring_offset(tp->rank));
     int rc = hdr == MAP_FAILED || ring == MAP_FAILED ? -errno : 0;
     close(fd);
-    if (!rc && (((struct shm_header *)hdr)->magic != SHM_MAGIC ||
-                ((struct shm_header *)hdr)->size != (uint32_t)tp->size))
+    const struct shm_header *h = hdr;
+    if (!rc && (h->magic != SHM_MAGIC || h->size != (uint32_t)tp->size || h->nonce != id->nonce))
         rc = -EPROTO;
     if (!rc) {
         c->peer_hdr = hdr;
@@ -157,18 +199,18 @@ static int map_peer(struct tide__shm *tp, struct shm_peer *c, const struct ident
         return 0;
     }
     if (hdr != MAP_FAILED)
-        munmap(hdr, SHM_HEADER_BYTES);
+        munmap(hdr, header_bytes());
     if (ring != MAP_FAILED)
-        munmap(ring, sizeof(struct shm_ring));
+        munmap(ring, ring_bytes());
     return rc;
 }
 
 static void unmap_peer(struct shm_peer *c)
 {
     if (c->peer_hdr)
-        munmap(c->peer_hdr, SHM_HEADER_BYTES);
+        munmap(c->peer_hdr, header_bytes());
     if (c->out)
-        munmap(c->out, sizeof(struct shm_ring));
+        munmap(c->out, ring_bytes());
     c->peer_hdr = NULL;
     c->out = NULL;
     c->in = NULL;
@@ -287,7 +329,7 @@ static int pair_up(struct tide__shm *tp, int *fds, const struct ident *ids, bool
 int shm_setup(struct tide__shm *tp, int *fds, double timeout_s, bool required, char *err,
               size_t errlen)
 {
-    uint64_t deadline = tide__now_ns() + (uint64_t)(timeout_s * 1e9);
+    uint64_t deadline = tide__now_ns() + tide__seconds_to_ns(timeout_s);
     struct ident *ids = calloc((size_t)tp->size, sizeof *ids);
     if (!ids) {
         snprintf(err, errlen, "out of memory");
