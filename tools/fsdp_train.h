@@ -88,7 +88,10 @@ int train_steps(tide_comm *world, const struct opts *o, const int *prefetch, int
 double train_median(double *v, int n); /* sorts v */
 void report_header(const struct opts *o, int n, int prefetch);
 void report_step(const struct opts *o, int s, const struct step_stats *st, double pure);
-void report_summary(const struct opts *o, const struct step_stats *st, double pure);
+/* The medians, then the headline: the share of the communication that
+ * hid behind compute, and why it is small when n ranks share fewer
+ * cores. */
+void report_summary(const struct opts *o, const struct step_stats *st, double pure, int n);
 /* The least and the most any rank was blocked (median per step), on
  * rank 0: the figures above are rank 0's own, and a rank that ends its
  * compute first also waits for the slowest, which no prefetch can

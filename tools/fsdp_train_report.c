@@ -1,5 +1,6 @@
 /* fsdp_train_report.c - what tide-fsdp-train prints: the header, a line
  * per step, the medians of a run, and prefetch off and on side by side. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -79,7 +80,42 @@ static struct medians summarize(const struct opts *o, const struct step_stats *s
     return m;
 }
 
-void report_summary(const struct opts *o, const struct step_stats *st, double pure)
+/* Ranks on this host: LOCAL_WORLD_SIZE (tide-run, torchrun) or the world. */
+static int local_ranks(int n)
+{
+    const char *s = getenv("LOCAL_WORLD_SIZE");
+    return s && atoi(s) > 0 ? atoi(s) : n;
+}
+
+static int usable_cores(void)
+{
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+/* What a newcomer reads first.  1 - blocked / pure goes negative when the
+ * ranks were blocked longer than the communication alone takes (waiting
+ * for slower ranks, and for a core): that is "nothing hid", said so,
+ * rather than a negative share. */
+static void report_hidden(double blocked, double pure, int n)
+{
+    double hidden = pure > 0 ? 1.0 - blocked / pure : 0.0;
+    printf("communication hidden behind compute: %.0f %% of the %.2f ms it takes alone per step",
+           hidden > 0 ? 100.0 * hidden : 0.0, pure * 1e3);
+    if (hidden < 0)
+        printf(" (the ranks were blocked %.2f ms, longer than that: waiting for slower ranks and "
+               "for a core)", blocked * 1e3);
+    printf("\n");
+    int local = local_ranks(n), cores = usable_cores();
+    if (local > cores)
+        printf("why so little: %d ranks share %d cores here, and the copies that move the data "
+               "(the kernel's for TCP, the reactor's for shared memory) need the cores the math "
+               "is using; with a core per rank, or with the math on an accelerator (--compute "
+               "sleep shows that case), most of it hides\n",
+               local, cores);
+}
+
+void report_summary(const struct opts *o, const struct step_stats *st, double pure, int n)
 {
     struct medians m = summarize(o, st);
     printf("median of steps %d..%d: step %.2f ms, compute %.2f ms, blocked %.2f ms = %.1f %% of "
@@ -91,6 +127,7 @@ void report_summary(const struct opts *o, const struct step_stats *st, double pu
     if (o->budget)
         printf(" (budget %zu B)", o->budget);
     printf("\n");
+    report_hidden(m.blocked, pure, n);
 }
 
 void report_ranks(tide_comm *world, const struct opts *o, const struct step_stats *st, double pure)
