@@ -33,7 +33,7 @@ static uint8_t pattern(uint64_t i)
 static void full_ring_and_wrap(void **state)
 {
     struct shm_ring *r = new_ring();
-    static uint8_t in[SHM_RING_BYTES + 100], out[SHM_RING_BYTES + 100];
+    static uint8_t in[SHM_RING_BYTES + 1000], out[SHM_RING_BYTES + 100];
     for (size_t i = 0; i < sizeof in; i++)
         in[i] = pattern(i);
     assert_int_equal(shm_ring_write(r, in, 1000), 1000);
