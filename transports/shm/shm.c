@@ -43,7 +43,7 @@ void shm_peer_lost(struct shm_peer *c, const char *fmt, ...)
         atomic_store(&c->out->writer_gone, 1);
     /* A peer that leaves while we expect nothing from it has most likely
      * just finished; only a loss that fails work deserves a warning. */
-    bool pending = c->sq.head || c->mq.posted.head || c->in_frame;
+    bool pending = c->sq.head || c->rx.mq.posted.head || c->rx.in_frame;
     int level = c->tp->aborting ? TIDE_LOG_DEBUG : pending ? TIDE_LOG_WARN : TIDE_LOG_INFO;
     tide__log(level, c->tp->rank, "lost rank %d: %s", c->peer, c->lost);
     shutdown(c->fd, SHUT_RDWR); /* our doorbell receive comes back at once */
@@ -264,7 +264,7 @@ int tide__shm_create(struct tide__ctx *ctx, int *fds, bool required,
     tp->size = ctx->size;
     tp->peers = peers;
     tp->memfd = -1;
-    tp->ux_limit = DEFAULT_UX_LIMIT;
+    tp->pool.limit = DEFAULT_UX_LIMIT;
     /* Single copies only with TIDE_SHM_CMA=1: on this project's 2-core
      * machines the rings were as fast or faster (docs/architecture.md,
      * "Shared memory on one host"), so they are the default. */

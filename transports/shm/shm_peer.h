@@ -35,11 +35,10 @@
 #include <sys/types.h>
 
 #include "engine/context.h"
-#include "transports/match.h"
+#include "transports/rx.h"
 #include "transports/shm/shm_ring.h"
 
 #define SHM_MAGIC 0x4d48536564697400ull /* "\0tideSHM" */
-#define SHM_POISON_MAX ((uint64_t)1 << 20) /* a poison frame's account */
 #define SHM_HDR_FLAGS 10          /* the header byte with our flags (frame.h) */
 #define SHM_HDR_REMOTE 0x1        /* the payload stays in the sender's memory */
 #define SHM_DESC_BYTES 16         /* a single-copy frame's descriptor: addr, len */
@@ -78,20 +77,13 @@ struct shm_peer {
     size_t tx_off;            /* bytes of the head's header + payload written */
     bool tx_blocked;          /* the ring was full: waits for the reader */
 
-    /* receiving */
+    /* receiving: the frame arriving and where it goes (transports/rx.h) */
+    struct tide__rx rx;
     uint8_t rx_hdr_buf[TIDE_FRAME_HDR_SIZE + SHM_DESC_BYTES];
     size_t rx_hdr_have;
     bool rx_remote;           /* the frame's payload is in the sender */
     uint64_t acked;           /* single-copy frames we read */
-    bool in_frame;
     bool parked;              /* the header waits for room in the pool */
-    struct tide__frame rx_hdr;
-    tide__msg *rx_msg;        /* the receive the payload is for, or */
-    struct tide__unexp *rx_ux; /* the unexpected buffer it fills, or neither: discard */
-    int rx_status;
-    uint8_t *rx_dst;
-    size_t rx_left;
-    struct tide__match mq;
     bool draining;            /* the peer is gone: read what it left, pool limit or not */
     bool busy;                /* inside shm_recv_progress (it may be re-entered) */
 
@@ -113,7 +105,7 @@ struct tide__shm {
     bool wake_busy;
     struct tide__uop wake_uop;
     unsigned kernel_ops;      /* our reactor operations not yet completed */
-    size_t ux_bytes, ux_limit;
+    struct tide__rx_pool pool; /* payload bytes held as unexpected */
     unsigned nparked;         /* peers whose header waits for pool room */
     size_t cma_min;           /* single copy from this size; SIZE_MAX: never */
     bool aborting;

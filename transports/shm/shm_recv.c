@@ -1,9 +1,9 @@
 /* shm_recv.c - the receiving half of a pair: parse frames out of the
  * peer's ring in our segment and route each payload to its posted
  * receive, to a new unexpected buffer, or (truncated, mismatched,
- * withdrawn) to nowhere; the same routing as tcp_recv.c, over a ring
- * instead of a socket.  Nothing here waits: a pass reads what is there
- * and keeps its place (in_frame, rx_left) for the next. */
+ * withdrawn) to nowhere: the routing TCP uses too (transports/rx.c),
+ * over a ring instead of a socket.  Nothing here waits: a pass reads what
+ * is there and keeps its place (rx.in_frame, rx.left) for the next. */
 #include "transports/shm/shm_peer.h"
 
 #include <errno.h>
@@ -26,82 +26,25 @@ static void set_parked(struct shm_peer *c, bool parked)
     c->parked = parked;
 }
 
-static void drop_unexpected(struct tide__shm *tp, struct tide__unexp *ux)
-{
-    tp->ux_bytes -= (size_t)ux->hdr.len;
-    tide__unexp_free(ux);
-}
-
-/* The header in c->rx_hdr was parsed: decide where its payload goes.
- * Returns false when the unexpected pool is full (the ring then fills
- * and the writer waits: a slow receiver slows its senders). */
+/* The header in c->rx.hdr was parsed: decide where its payload goes
+ * (transports/rx.c).  Returns false when the unexpected pool is full
+ * (the ring then fills and the writer waits: a slow receiver slows its
+ * senders); a dead peer's last frames go in regardless. */
 static bool route(struct shm_peer *c)
 {
-    struct tide__shm *tp = c->tp;
-    struct tide__frame *f = &c->rx_hdr;
-    c->rx_msg = NULL;
-    c->rx_ux = NULL;
-    c->rx_dst = NULL;
-    c->rx_left = (size_t)f->len;
-    tide__msg *m = f->kind == TIDE_KIND_POISON ? NULL : tide__match_take_posted(&c->mq, f);
-    if (m) {
-        c->rx_msg = m;
-        c->rx_status = tide__match_check(m, f);
-        if (c->rx_status == 0)
-            c->rx_dst = m->buf;
-        if (c->rx_status == TIDE_EMISMATCH)
-            m->hdr = *f; /* so the failure can say what the peer called */
-        c->in_frame = true;
-        return true;
-    }
-    if (f->kind == TIDE_KIND_POISON && f->len > SHM_POISON_MAX) {
-        shm_peer_lost(c, "protocol error: rank %d sent a %llu-byte failure report", c->peer,
-                      (unsigned long long)f->len);
-        return true;
-    }
-    if (f->len && tp->ux_bytes + f->len > tp->ux_limit && tp->ux_bytes > 0 && !c->draining)
-        return false;
-    struct tide__unexp *ux = tide__unexp_new(f, NULL);
-    if (!ux) {
-        shm_peer_lost(c, "out of memory buffering a %llu-byte message", (unsigned long long)f->len);
-        return true;
-    }
-    tp->ux_bytes += (size_t)f->len;
-    c->rx_ux = ux;
-    c->rx_dst = ux->data;
-    c->in_frame = true;
-    if (f->kind == TIDE_KIND_POISON)
-        return true; /* not for matching: handed to the engine once complete */
-    tide__match_add_unexpected(&c->mq, ux);
-    tide__frame_unexpected(tp->base.ctx, c->peer, f);
-    return true;
+    enum tide__rx_routed r = tide__rx_route(&c->rx, &c->tp->pool, c->tp->base.ctx, c->peer,
+                                            c->draining);
+    if (r == TIDE_RX_NOMEM)
+        shm_peer_lost(c, "out of memory buffering a %llu-byte message",
+                      (unsigned long long)c->rx.hdr.len);
+    return r != TIDE_RX_PARK;
 }
 
 /* Every payload byte of the current frame has arrived. */
 static void frame_done(struct shm_peer *c)
 {
-    struct tide__shm *tp = c->tp;
-    struct tide__ctx *ctx = tp->base.ctx;
-    struct tide__unexp *ux = c->rx_ux;
-    c->in_frame = false;
-    if (c->rx_msg) {
-        c->rx_msg->got = (size_t)c->rx_hdr.len;
-        tide__msg_done(ctx, c->rx_msg, c->rx_status);
-    } else if (ux && ux->hdr.kind == TIDE_KIND_POISON) {
-        tide__frame_poison(ctx, c->peer, &ux->hdr, ux->data, (size_t)ux->hdr.len);
-        drop_unexpected(tp, ux);
-        unexpected_freed(tp);
-    } else if (ux) {
-        ux->complete = true;
-        if (ux->claimed) {
-            tide__msg_done(ctx, ux->claimed, tide__match_deliver(ux, ux->claimed));
-            drop_unexpected(tp, ux);
-            unexpected_freed(tp);
-        }
-    }
-    c->rx_msg = NULL;
-    c->rx_ux = NULL;
-    c->rx_dst = NULL;
+    if (tide__rx_frame_done(&c->rx, &c->tp->pool, c->tp->base.ctx, c->peer))
+        unexpected_freed(c->tp);
 }
 
 /* Read a header (and a single-copy frame's descriptor), or the rest of
@@ -124,7 +67,7 @@ static size_t read_header(struct shm_peer *c)
     }
     c->rx_hdr_have = 0;
     c->rx_remote = want > TIDE_FRAME_HDR_SIZE;
-    if (tide__frame_decode(c->rx_hdr_buf, &c->rx_hdr) < 0 || (c->rx_remote && !c->cma)) {
+    if (tide__frame_decode(c->rx_hdr_buf, &c->rx.hdr) < 0 || (c->rx_remote && !c->cma)) {
         shm_peer_lost(c, "protocol error: rank %d sent a corrupt frame header", c->peer);
         return n;
     }
@@ -139,14 +82,14 @@ static int read_remote(struct shm_peer *c)
 {
     uint64_t desc[2];
     memcpy(desc, c->rx_hdr_buf + TIDE_FRAME_HDR_SIZE, sizeof desc);
-    if (desc[1] != c->rx_hdr.len) {
+    if (desc[1] != c->rx.hdr.len) {
         shm_peer_lost(c, "protocol error: rank %d described %llu bytes for a %llu-byte frame",
-                      c->peer, (unsigned long long)desc[1], (unsigned long long)c->rx_hdr.len);
+                      c->peer, (unsigned long long)desc[1], (unsigned long long)c->rx.hdr.len);
         return -1;
     }
-    for (size_t done = 0; c->rx_dst && done < c->rx_left;) {
-        struct iovec local = {c->rx_dst + done, c->rx_left - done};
-        struct iovec remote = {(void *)(uintptr_t)(desc[0] + done), c->rx_left - done};
+    for (size_t done = 0; c->rx.dst && done < c->rx.left;) {
+        struct iovec local = {c->rx.dst + done, c->rx.left - done};
+        struct iovec remote = {(void *)(uintptr_t)(desc[0] + done), c->rx.left - done};
         ssize_t got = process_vm_readv(c->pid, &local, 1, &remote, 1, 0);
         if (got <= 0) {
             if (got < 0 && errno == EINTR)
@@ -159,11 +102,11 @@ static int read_remote(struct shm_peer *c)
     }
     /* After the copy, not before: if the writer gave its buffer back in
      * the meantime, what we copied may be its next contents. */
-    if (c->rx_dst && atomic_load(&c->in->writer_gone)) {
+    if (c->rx.dst && atomic_load(&c->in->writer_gone)) {
         shm_peer_lost(c, "rank %d gave the pair up during a copy", c->peer);
         return -1;
     }
-    c->rx_left = 0;
+    c->rx.left = 0;
     atomic_store_explicit(&c->in->acked, ++c->acked, memory_order_release);
     return 0;
 }
@@ -180,10 +123,10 @@ int shm_recv_progress(struct shm_peer *c)
                 break;
             set_parked(c, false);
         }
-        if (!c->in_frame) {
+        if (!c->rx.in_frame) {
             size_t n = read_header(c);
             got += n;
-            if (!c->in_frame)
+            if (!c->rx.in_frame)
                 break;
         }
         if (c->rx_remote) {
@@ -193,12 +136,12 @@ int shm_recv_progress(struct shm_peer *c)
             frame_done(c);
             continue;
         }
-        size_t n = shm_ring_read(c->in, c->rx_dst, c->rx_left);
-        if (c->rx_dst)
-            c->rx_dst += n;
-        c->rx_left -= n;
+        size_t n = shm_ring_read(c->in, c->rx.dst, c->rx.left);
+        if (c->rx.dst)
+            c->rx.dst += n;
+        c->rx.left -= n;
         got += n;
-        if (c->rx_left)
+        if (c->rx.left)
             break;
         frame_done(c);
     }
@@ -210,71 +153,29 @@ int shm_recv_progress(struct shm_peer *c)
 
 void shm_recv_post(struct shm_peer *c, tide__msg *m)
 {
-    struct tide__shm *tp = c->tp;
-    struct tide__unexp *ux = tide__match_take_unexpected(&c->mq, m);
-    if (ux && !ux->complete) {
-        ux->claimed = m; /* frame_done delivers it */
-        return;
-    }
-    if (ux) {
-        tide__msg_done(tp->base.ctx, m, tide__match_deliver(ux, m));
-        drop_unexpected(tp, ux);
-        unexpected_freed(tp);
-        return;
-    }
-    if (c->lost) {
-        tide__msg_done(tp->base.ctx, m, TIDE_EPEER);
-        return;
-    }
-    tide__match_post(&c->mq, m);
-    if (c->parked) /* its header may be the one waiting for pool room */
+    bool freed;
+    bool done = tide__rx_post(&c->rx, &c->tp->pool, c->tp->base.ctx, m, c->lost != NULL, true,
+                              &freed);
+    if (freed)
+        unexpected_freed(c->tp);
+    if (!done && c->parked) /* its header may be the one waiting for pool room */
         shm_recv_progress(c);
 }
 
 int shm_recv_withdraw(struct shm_peer *c, tide__msg *m)
 {
-    if (tide__match_remove_posted(&c->mq, m))
-        return 0;
-    if (c->rx_ux && c->rx_ux->claimed == m) {
-        /* Let the arriving message finish into the pool, unclaimed. */
-        c->rx_ux->claimed = NULL;
-        tide__match_add_unexpected(&c->mq, c->rx_ux);
-        return 0;
-    }
-    if (c->rx_msg == m) {
-        c->rx_msg = NULL;
-        c->rx_dst = NULL; /* the rest of its payload is read and dropped */
-    }
+    if (tide__rx_withdraw(&c->rx, m))
+        c->rx.dst = NULL; /* the rest of its payload is read and dropped */
     return 0;
 }
 
 void shm_recv_lost(struct shm_peer *c)
 {
-    struct tide__shm *tp = c->tp;
-    struct tide__ctx *ctx = tp->base.ctx;
-    if (c->rx_msg)
-        tide__msg_done(ctx, c->rx_msg, TIDE_EPEER);
-    if (c->rx_ux) {
-        /* A half-arrived message is worthless; drop it from the pool. */
-        struct tide__unexp *ux = c->rx_ux;
-        if (ux->claimed)
-            tide__msg_done(ctx, ux->claimed, TIDE_EPEER);
-        else if (ux->hdr.kind != TIDE_KIND_POISON)
-            tide__match_remove_unexpected(&c->mq, ux);
-        drop_unexpected(tp, ux);
-    }
-    c->rx_msg = NULL;
-    c->rx_ux = NULL;
-    c->in_frame = false;
+    tide__rx_lost(&c->rx, &c->tp->pool, c->tp->base.ctx);
     set_parked(c, false);
-    tide__msg *m;
-    while ((m = tide__msgq_pop(&c->mq.posted)))
-        tide__msg_done(ctx, m, TIDE_EPEER);
 }
 
 void shm_recv_free(struct shm_peer *c)
 {
-    if (c->rx_ux && (c->rx_ux->claimed || c->rx_ux->hdr.kind == TIDE_KIND_POISON))
-        tide__unexp_free(c->rx_ux); /* not in the list */
-    tide__match_free_unexpected(&c->mq);
+    tide__rx_free(&c->rx);
 }

@@ -34,7 +34,7 @@ void tcp_conn_lost(struct tcp_conn *c, const char *fmt, ...)
     c->lost = c->lost_buf;
     /* A peer that closes while we expect nothing from it has most likely
      * just finished; only a loss that fails work deserves a warning. */
-    bool pending = c->sq.head || c->ntx || c->mq.posted.head || c->in_frame;
+    bool pending = c->sq.head || c->ntx || c->rx.mq.posted.head || c->rx.in_frame;
     int level = c->tp->aborting ? TIDE_LOG_DEBUG : pending ? TIDE_LOG_WARN : TIDE_LOG_INFO;
     tide__log(level, c->tp->rank, "lost rank %d: %s", c->peer, c->lost);
     /* Makes the kernel finish our pending send and receive at once. */
@@ -57,7 +57,7 @@ static void self_send(struct tide__tcp *tp, tide__msg *m)
     struct tcp_conn *c = &tp->conns[tp->rank];
     struct tide__ctx *ctx = tp->base.ctx;
     m->hdr.len = m->len;
-    tide__msg *r = tide__match_take_posted(&c->mq, &m->hdr);
+    tide__msg *r = tide__match_take_posted(&c->rx.mq, &m->hdr);
     if (r) {
         struct tide__unexp view = {.hdr = m->hdr, .data = m->buf, .complete = true};
         tide__msg_done(ctx, r, tide__match_deliver(&view, r));
@@ -69,8 +69,8 @@ static void self_send(struct tide__tcp *tp, tide__msg *m)
         tide__msg_done(ctx, m, TIDE_ENOMEM);
         return;
     }
-    tp->ux_bytes += m->len;
-    tide__match_add_unexpected(&c->mq, ux);
+    tp->pool.bytes += m->len;
+    tide__match_add_unexpected(&c->rx.mq, ux);
     tide__msg_done(ctx, m, 0);
 }
 
@@ -157,10 +157,7 @@ static void destroy(struct tide__transport *base)
         struct tcp_conn *c = &tp->conns[p];
         if (c->fd >= 0)
             close(c->fd);
-        /* A frame still arriving is not in the list (if claimed). */
-        if (c->rx_ux && c->rx_ux->claimed)
-            tide__unexp_free(c->rx_ux);
-        tide__match_free_unexpected(&c->mq);
+        tide__rx_free(&c->rx);
         free(c->stage);
     }
     free(tp->conns);
@@ -212,7 +209,7 @@ int tide__tcp_create(struct tide__ctx *ctx, int rank, int size, int *fds,
         tp->rank = rank;
         tp->size = size;
         tp->conns = conns;
-        tp->ux_limit = DEFAULT_UX_LIMIT;
+        tp->pool.limit = DEFAULT_UX_LIMIT;
         tp->cancel_uop.complete = cancel_done;
     }
     for (int p = 0; conns && p < size; p++)

@@ -23,7 +23,7 @@
 #include <sys/socket.h>
 
 #include "engine/context.h"
-#include "transports/match.h"
+#include "transports/rx.h"
 
 #define TCP_TX_BATCH 32               /* messages per sendmsg */
 #define TCP_STAGE_BYTES (16 * 1024)   /* staging buffer per connection */
@@ -54,24 +54,16 @@ struct tcp_conn {
     bool tx_busy;
     struct tide__uop tx_uop;
 
-    /* receiving */
+    /* receiving: the frame arriving and where it goes (transports/rx.h) */
+    struct tide__rx rx;
     uint8_t *stage;
     size_t stage_len, stage_pos;  /* valid bytes; bytes consumed */
-    bool in_frame;                /* a header was parsed, payload pending */
-    struct tide__frame rx_hdr;
-    tide__msg *rx_msg;            /* the receive the payload is for, or */
-    struct tide__unexp *rx_ux;    /* the unexpected buffer it fills, or neither: discard */
-    int rx_status;                /* what rx_msg completes with */
-    uint8_t *rx_dst;              /* where payload bytes go (NULL: discard) */
-    size_t rx_left;               /* payload bytes still to come */
-    bool rx_direct;               /* the kernel writes into rx_dst */
+    bool rx_direct;               /* the kernel writes into rx.dst */
     bool rx_cancelled;            /* rx_msg was withdrawn mid-receive */
     bool rx_busy;                 /* a kernel receive is armed */
     bool rx_idle;                 /* bytes wanted (stage or rx_dst); none armed */
     bool parked;                  /* frame waits for room in the pool */
     struct tide__uop rx_uop;
-
-    struct tide__match mq;
 };
 
 struct tide__tcp {
@@ -79,8 +71,7 @@ struct tide__tcp {
     int rank, size;
     struct tcp_conn *conns;   /* [size]; conns[rank] serves self-sends */
     unsigned kernel_ops;      /* our SQEs whose CQE has not come back */
-    size_t ux_bytes;          /* payload bytes held as unexpected */
-    size_t ux_limit;
+    struct tide__rx_pool pool; /* payload bytes held as unexpected */
     unsigned nparked;         /* connections waiting for pool room */
     bool aborting;            /* abort/finalize: losses are expected */
     struct tide__uop cancel_uop;

@@ -3,10 +3,11 @@
  * unexpected buffer, or (truncated, mismatched, withdrawn) to nowhere.
  *
  * The state between kernel completions lives in the connection:
- *   in_frame == false            waiting for (the rest of) a header
- *   in_frame, rx_direct == false payload bytes come through the stage,
- *                                or (wants_direct) are read into rx_dst
- *   in_frame, rx_direct == true  the kernel writes into rx_dst itself
+ *   rx.in_frame == false            waiting for (the rest of) a header
+ *   rx.in_frame, rx_direct == false payload bytes come through the stage,
+ *                                   or (wants_direct) are read into rx.dst
+ *   rx.in_frame, rx_direct == true  the kernel writes into rx.dst itself
+ * Where a frame's payload goes, and what completes, is transports/rx.c.
  *
  * The stage is filled in one of two ways.  A thread that spins in the
  * reactor reads the socket itself (tcp_recv_poll: recv with MSG_DONTWAIT);
@@ -29,7 +30,7 @@
 #include <sys/socket.h>
 
 /* The connection wants more bytes, into the stage or (wants_direct)
- * into rx_dst: see the top of the file for who reads them. */
+ * into rx.dst: see the top of the file for who reads them. */
 static void want_bytes(struct tcp_conn *c)
 {
     /* Whatever is unconsumed (at most part of a header) moves to the
@@ -47,12 +48,12 @@ static void want_bytes(struct tcp_conn *c)
  * drained, its bytes go straight to where they belong. */
 static bool wants_direct(const struct tcp_conn *c)
 {
-    return c->in_frame && c->rx_dst && c->rx_left >= TCP_DIRECT_MIN;
+    return c->rx.in_frame && c->rx.dst && c->rx.left >= TCP_DIRECT_MIN;
 }
 
 static size_t direct_len(const struct tcp_conn *c)
 {
-    return c->rx_left < TCP_MAX_SUBMIT ? c->rx_left : TCP_MAX_SUBMIT;
+    return c->rx.left < TCP_MAX_SUBMIT ? c->rx.left : TCP_MAX_SUBMIT;
 }
 
 void tcp_recv_arm(struct tcp_conn *c)
@@ -61,7 +62,7 @@ void tcp_recv_arm(struct tcp_conn *c)
         return;
     bool direct = wants_direct(c);
     struct tide__reactor *r = &c->tp->base.ctx->reactor;
-    int rc = direct ? tide__reactor_recv(r, &c->rx_uop, c->fd, c->rx_dst, direct_len(c),
+    int rc = direct ? tide__reactor_recv(r, &c->rx_uop, c->fd, c->rx.dst, direct_len(c),
                                          MSG_WAITALL)
                     : tide__reactor_recv(r, &c->rx_uop, c->fd, c->stage + c->stage_len,
                                          TCP_STAGE_BYTES - c->stage_len, 0);
@@ -75,91 +76,39 @@ void tcp_recv_arm(struct tcp_conn *c)
     c->tp->kernel_ops++;
 }
 
-/* The header in c->rx_hdr was parsed: decide where its payload goes.
+/* The header in c->rx.hdr was parsed: decide where its payload goes.
  * Returns false when the unexpected pool is full and the connection must
  * wait (parked) until room frees up. */
 static bool route(struct tcp_conn *c)
 {
-    struct tide__tcp *tp = c->tp;
-    struct tide__frame *f = &c->rx_hdr;
-    c->rx_msg = NULL;
-    c->rx_ux = NULL;
-    c->rx_dst = NULL;
-    c->rx_left = (size_t)f->len;
-
-    tide__msg *m = tide__match_take_posted(&c->mq, f);
-    if (m) {
-        c->rx_msg = m;
-        c->rx_status = tide__match_check(m, f);
-        if (c->rx_status == 0)
-            c->rx_dst = m->buf;
-        if (c->rx_status == TIDE_EMISMATCH)
-            m->hdr = *f; /* so the failure can say what the peer called */
-        c->in_frame = true;
-        return true;
-    }
-    if (f->len && tp->ux_bytes + f->len > tp->ux_limit && tp->ux_bytes > 0)
-        return false;
-    struct tide__unexp *ux = tide__unexp_new(f, NULL);
-    if (!ux) {
-        tcp_conn_lost(c, "out of memory buffering a %llu-byte message", (unsigned long long)f->len);
-        return true;
-    }
-    tp->ux_bytes += (size_t)f->len;
-    c->rx_ux = ux;
-    c->rx_dst = ux->data;
-    c->in_frame = true;
-    if (f->kind == TIDE_KIND_POISON)
-        return true; /* not for matching: handed to the engine once complete */
-    tide__match_add_unexpected(&c->mq, ux);
-    tide__frame_unexpected(tp->base.ctx, c->peer, f);
-    return true;
+    enum tide__rx_routed r = tide__rx_route(&c->rx, &c->tp->pool, c->tp->base.ctx, c->peer, false);
+    if (r == TIDE_RX_NOMEM)
+        tcp_conn_lost(c, "out of memory buffering a %llu-byte message",
+                      (unsigned long long)c->rx.hdr.len);
+    return r != TIDE_RX_PARK;
 }
 
 /* Every payload byte of the current frame has arrived. */
 static void frame_done(struct tcp_conn *c)
 {
-    struct tide__tcp *tp = c->tp;
-    struct tide__ctx *ctx = tp->base.ctx;
-    c->in_frame = false;
-    if (c->rx_msg) {
-        c->rx_msg->got = (size_t)c->rx_hdr.len;
-        tide__msg_done(ctx, c->rx_msg, c->rx_status);
-    } else if (c->rx_ux && c->rx_ux->hdr.kind == TIDE_KIND_POISON) {
-        struct tide__unexp *ux = c->rx_ux;
-        tide__frame_poison(ctx, c->peer, &ux->hdr, ux->data, (size_t)ux->hdr.len);
-        tp->ux_bytes -= (size_t)ux->hdr.len;
-        tide__unexp_free(ux);
-        tcp_unexpected_freed(tp);
-    } else if (c->rx_ux) {
-        struct tide__unexp *ux = c->rx_ux;
-        ux->complete = true;
-        if (ux->claimed) {
-            tide__msg_done(ctx, ux->claimed, tide__match_deliver(ux, ux->claimed));
-            tp->ux_bytes -= (size_t)ux->hdr.len;
-            tide__unexp_free(ux);
-            tcp_unexpected_freed(tp);
-        }
-    }
-    c->rx_msg = NULL;
-    c->rx_ux = NULL;
-    c->rx_dst = NULL;
+    if (tide__rx_frame_done(&c->rx, &c->tp->pool, c->tp->base.ctx, c->peer))
+        tcp_unexpected_freed(c->tp);
 }
 
 /* Consume what the stage holds; post the next kernel receive. */
 static void parse(struct tcp_conn *c)
 {
     while (!c->lost) {
-        if (c->in_frame) {
+        if (c->rx.in_frame) {
             size_t avail = c->stage_len - c->stage_pos;
-            size_t take = avail < c->rx_left ? avail : c->rx_left;
-            if (take && c->rx_dst) {
-                memcpy(c->rx_dst, c->stage + c->stage_pos, take);
-                c->rx_dst += take;
+            size_t take = avail < c->rx.left ? avail : c->rx.left;
+            if (take && c->rx.dst) {
+                memcpy(c->rx.dst, c->stage + c->stage_pos, take);
+                c->rx.dst += take;
             }
             c->stage_pos += take;
-            c->rx_left -= take;
-            if (c->rx_left == 0) {
+            c->rx.left -= take;
+            if (c->rx.left == 0) {
                 frame_done(c);
                 continue;
             }
@@ -172,7 +121,7 @@ static void parse(struct tcp_conn *c)
             want_bytes(c);
             return;
         }
-        if (tide__frame_decode(c->stage + c->stage_pos, &c->rx_hdr) < 0) {
+        if (tide__frame_decode(c->stage + c->stage_pos, &c->rx.hdr) < 0) {
             tcp_conn_lost(c, "protocol error: rank %d sent a corrupt frame header", c->peer);
             return;
         }
@@ -187,32 +136,16 @@ static void parse(struct tcp_conn *c)
 
 static void lost_while_receiving(struct tcp_conn *c)
 {
-    struct tide__tcp *tp = c->tp;
-    if (c->rx_msg)
-        tide__msg_done(tp->base.ctx, c->rx_msg, TIDE_EPEER);
-    if (c->rx_ux) {
-        /* A half-arrived message is worthless; drop it from the pool. */
-        struct tide__unexp *ux = c->rx_ux;
-        if (ux->claimed)
-            tide__msg_done(tp->base.ctx, ux->claimed, TIDE_EPEER);
-        else
-            tide__match_remove_unexpected(&c->mq, ux);
-        tp->ux_bytes -= (size_t)ux->hdr.len;
-        tide__unexp_free(ux);
-    }
-    c->rx_msg = NULL;
-    c->rx_ux = NULL;
-    c->in_frame = false;
-    tcp_recv_fail_all(c);
+    tide__rx_lost(&c->rx, &c->tp->pool, c->tp->base.ctx);
 }
 
 /* The receive of a withdrawn message came back: the rest of its payload
  * is read and thrown away so the stream stays in step. */
 static void finish_cancel(struct tcp_conn *c)
 {
-    tide__msg_done(c->tp->base.ctx, c->rx_msg, TIDE_EABORTED);
-    c->rx_msg = NULL;
-    c->rx_dst = NULL;
+    tide__msg_done(c->tp->base.ctx, c->rx.msg, TIDE_EABORTED);
+    c->rx.msg = NULL;
+    c->rx.dst = NULL;
     c->rx_cancelled = false;
 }
 
@@ -230,11 +163,11 @@ static void received(struct tcp_conn *c, bool direct, int res)
         return;
     }
     if (direct) {
-        c->rx_dst += res;
-        c->rx_left -= (size_t)res;
+        c->rx.dst += res;
+        c->rx.left -= (size_t)res;
         if (c->rx_cancelled)
             finish_cancel(c);
-        if (c->rx_left == 0)
+        if (c->rx.left == 0)
             frame_done(c);
     } else {
         c->stage_len += (size_t)res;
@@ -276,12 +209,12 @@ int tcp_recv_poll(struct tcp_conn *c)
         return 0;
     /* Nobody waits on a quiet connection: it is armed before anyone
      * sleeps, and a system call per idle peer per spin would add up. */
-    if (!c->mq.posted.head && !c->in_frame && !c->stage_len)
+    if (!c->rx.mq.posted.head && !c->rx.in_frame && !c->stage_len)
         return 0;
     bool direct = wants_direct(c);
     if (direct && !readable(c))
         return 0;
-    ssize_t n = direct ? recv(c->fd, c->rx_dst, direct_len(c), MSG_DONTWAIT)
+    ssize_t n = direct ? recv(c->fd, c->rx.dst, direct_len(c), MSG_DONTWAIT)
                        : recv(c->fd, c->stage + c->stage_len, TCP_STAGE_BYTES - c->stage_len,
                               MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -308,54 +241,20 @@ void tcp_recv_start(struct tcp_conn *c)
     parse(c);
 }
 
-/* The receive m matches the frame arriving right now, so far into an
- * unexpected buffer.  Unless the kernel is writing into that buffer, the
- * receive takes the frame over: what arrived is copied once and the rest
- * goes straight into m's buffer.  (A receiver that posts late, behind
- * a sender already streaming a large message, otherwise had every byte
- * of it go through a fresh buffer and a second copy.)  Returns false
- * when the frame must finish into the buffer (frame_done then delivers
- * it). */
-static bool adopt_arriving(struct tcp_conn *c, struct tide__unexp *ux, tide__msg *m)
-{
-    struct tide__tcp *tp = c->tp;
-    if (c->rx_ux != ux || (c->rx_busy && c->rx_direct) || tide__match_check(m, &ux->hdr))
-        return false;
-    size_t arrived = (size_t)ux->hdr.len - c->rx_left;
-    if (arrived)
-        memcpy(m->buf, ux->data, arrived);
-    c->rx_msg = m;
-    c->rx_status = 0;
-    c->rx_dst = (uint8_t *)m->buf + arrived;
-    c->rx_ux = NULL;
-    tp->ux_bytes -= (size_t)ux->hdr.len;
-    tide__unexp_free(ux);
-    tcp_unexpected_freed(tp);
-    return true;
-}
-
+/* A late receive takes over the frame arriving into the unexpected pool
+ * (tide__rx_adopt) unless the kernel is writing into that buffer.  (A
+ * receiver that posts late, behind a sender already streaming a large
+ * message, otherwise had every byte of it go through a fresh buffer and a
+ * second copy.) */
 void tcp_recv_post(struct tcp_conn *c, tide__msg *m)
 {
-    struct tide__tcp *tp = c->tp;
-    struct tide__unexp *ux = tide__match_take_unexpected(&c->mq, m);
-    if (ux && !ux->complete) {
-        if (!adopt_arriving(c, ux, m))
-            ux->claimed = m; /* frame_done delivers it */
-        return;
-    }
-    if (ux) {
-        tide__msg_done(tp->base.ctx, m, tide__match_deliver(ux, m));
-        tp->ux_bytes -= (size_t)ux->hdr.len;
-        tide__unexp_free(ux);
-        tcp_unexpected_freed(tp);
-        return;
-    }
-    if (c->lost) {
-        tide__msg_done(tp->base.ctx, m, TIDE_EPEER);
-        return;
-    }
-    tide__match_post(&c->mq, m);
-    tcp_recv_unpark(c);
+    bool freed, can_adopt = !(c->rx_busy && c->rx_direct);
+    bool done = tide__rx_post(&c->rx, &c->tp->pool, c->tp->base.ctx, m, c->lost != NULL,
+                              can_adopt, &freed);
+    if (freed)
+        tcp_unexpected_freed(c->tp);
+    if (!done)
+        tcp_recv_unpark(c);
 }
 
 void tcp_recv_unpark(struct tcp_conn *c)
@@ -371,19 +270,11 @@ void tcp_recv_unpark(struct tcp_conn *c)
 
 int tcp_recv_withdraw(struct tcp_conn *c, tide__msg *m)
 {
-    if (tide__match_remove_posted(&c->mq, m))
-        return 0;
-    if (c->rx_ux && c->rx_ux->claimed == m) {
-        /* Let the arriving message finish into the pool, unclaimed. */
-        c->rx_ux->claimed = NULL;
-        tide__match_add_unexpected(&c->mq, c->rx_ux);
-        return 0;
-    }
-    if (c->rx_msg != m)
-        return 0; /* not ours any more */
+    if (!tide__rx_withdraw(&c->rx, m))
+        return 0; /* gone, or not ours any more */
     if (!c->rx_direct) {
-        c->rx_msg = NULL;
-        c->rx_dst = NULL; /* the rest of the payload is discarded, through the stage */
+        c->rx.msg = NULL;
+        c->rx.dst = NULL; /* the rest of the payload is discarded, through the stage */
         return 0;
     }
     /* The kernel is writing into m's buffer: cancel, and finish when the
@@ -400,8 +291,5 @@ int tcp_recv_withdraw(struct tcp_conn *c, tide__msg *m)
 
 void tcp_recv_fail_all(struct tcp_conn *c)
 {
-    struct tide__ctx *ctx = c->tp->base.ctx;
-    tide__msg *m;
-    while ((m = tide__msgq_pop(&c->mq.posted)))
-        tide__msg_done(ctx, m, TIDE_EPEER);
+    tide__rx_fail_posted(&c->rx, c->tp->base.ctx);
 }

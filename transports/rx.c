@@ -1,0 +1,163 @@
+/* rx.c - see rx.h. */
+#include "transports/rx.h"
+#include "tide.h"
+
+#include <string.h>
+
+static void drop(struct tide__rx_pool *pool, struct tide__unexp *ux)
+{
+    pool->bytes -= (size_t)ux->hdr.len;
+    tide__unexp_free(ux);
+}
+
+enum tide__rx_routed tide__rx_route(struct tide__rx *rx, struct tide__rx_pool *pool,
+                                    struct tide__ctx *ctx, int peer, bool force)
+{
+    struct tide__frame *f = &rx->hdr;
+    rx->msg = NULL;
+    rx->ux = NULL;
+    rx->dst = NULL;
+    rx->left = (size_t)f->len;
+    tide__msg *m = f->kind == TIDE_KIND_POISON ? NULL : tide__match_take_posted(&rx->mq, f);
+    if (m) {
+        rx->msg = m;
+        rx->status = tide__match_check(m, f);
+        if (rx->status == 0)
+            rx->dst = m->buf;
+        if (rx->status == TIDE_EMISMATCH)
+            m->hdr = *f; /* so the failure can say what the peer called */
+        rx->in_frame = true;
+        return TIDE_RX_ROUTED;
+    }
+    if (f->len && pool->bytes + f->len > pool->limit && pool->bytes > 0 && !force)
+        return TIDE_RX_PARK;
+    struct tide__unexp *ux = tide__unexp_new(f, NULL);
+    if (!ux)
+        return TIDE_RX_NOMEM;
+    pool->bytes += (size_t)f->len;
+    rx->ux = ux;
+    rx->dst = ux->data;
+    rx->in_frame = true;
+    if (f->kind == TIDE_KIND_POISON)
+        return TIDE_RX_ROUTED; /* not for matching: handed to the engine once complete */
+    tide__match_add_unexpected(&rx->mq, ux);
+    tide__frame_unexpected(ctx, peer, f);
+    return TIDE_RX_ROUTED;
+}
+
+bool tide__rx_frame_done(struct tide__rx *rx, struct tide__rx_pool *pool, struct tide__ctx *ctx,
+                         int peer)
+{
+    struct tide__unexp *ux = rx->ux;
+    bool freed = false;
+    rx->in_frame = false;
+    if (rx->msg) {
+        rx->msg->got = (size_t)rx->hdr.len;
+        tide__msg_done(ctx, rx->msg, rx->status);
+    } else if (ux && ux->hdr.kind == TIDE_KIND_POISON) {
+        tide__frame_poison(ctx, peer, &ux->hdr, ux->data, (size_t)ux->hdr.len);
+        drop(pool, ux);
+        freed = true;
+    } else if (ux) {
+        ux->complete = true;
+        if (ux->claimed) {
+            tide__msg_done(ctx, ux->claimed, tide__match_deliver(ux, ux->claimed));
+            drop(pool, ux);
+            freed = true;
+        }
+    }
+    rx->msg = NULL;
+    rx->ux = NULL;
+    rx->dst = NULL;
+    return freed;
+}
+
+bool tide__rx_adopt(struct tide__rx *rx, struct tide__rx_pool *pool, struct tide__unexp *ux,
+                    tide__msg *m)
+{
+    if (rx->ux != ux || tide__match_check(m, &ux->hdr))
+        return false;
+    size_t arrived = (size_t)ux->hdr.len - rx->left;
+    if (arrived)
+        memcpy(m->buf, ux->data, arrived);
+    rx->msg = m;
+    rx->status = 0;
+    rx->dst = (uint8_t *)m->buf + arrived;
+    rx->ux = NULL;
+    drop(pool, ux);
+    return true;
+}
+
+bool tide__rx_post(struct tide__rx *rx, struct tide__rx_pool *pool, struct tide__ctx *ctx,
+                   tide__msg *m, bool lost, bool can_adopt, bool *freed)
+{
+    struct tide__unexp *ux = tide__match_take_unexpected(&rx->mq, m);
+    *freed = false;
+    if (ux && !ux->complete) {
+        if (can_adopt && tide__rx_adopt(rx, pool, ux, m))
+            *freed = true;
+        else
+            ux->claimed = m; /* frame_done delivers it */
+        return true;
+    }
+    if (ux) {
+        tide__msg_done(ctx, m, tide__match_deliver(ux, m));
+        drop(pool, ux);
+        *freed = true;
+        return true;
+    }
+    if (lost) {
+        tide__msg_done(ctx, m, TIDE_EPEER);
+        return true;
+    }
+    tide__match_post(&rx->mq, m);
+    return false;
+}
+
+bool tide__rx_withdraw(struct tide__rx *rx, tide__msg *m)
+{
+    if (tide__match_remove_posted(&rx->mq, m))
+        return false;
+    if (rx->ux && rx->ux->claimed == m) {
+        /* Let the arriving message finish into the pool, unclaimed. */
+        rx->ux->claimed = NULL;
+        tide__match_add_unexpected(&rx->mq, rx->ux);
+        return false;
+    }
+    return rx->msg == m;
+}
+
+void tide__rx_lost(struct tide__rx *rx, struct tide__rx_pool *pool, struct tide__ctx *ctx)
+{
+    if (rx->msg)
+        tide__msg_done(ctx, rx->msg, TIDE_EPEER);
+    if (rx->ux) {
+        /* A half-arrived message is worthless; drop it from the pool. */
+        struct tide__unexp *ux = rx->ux;
+        if (ux->claimed)
+            tide__msg_done(ctx, ux->claimed, TIDE_EPEER);
+        else if (ux->hdr.kind != TIDE_KIND_POISON)
+            tide__match_remove_unexpected(&rx->mq, ux);
+        drop(pool, ux);
+    }
+    rx->msg = NULL;
+    rx->ux = NULL;
+    rx->dst = NULL;
+    rx->in_frame = false;
+    tide__rx_fail_posted(rx, ctx);
+}
+
+void tide__rx_fail_posted(struct tide__rx *rx, struct tide__ctx *ctx)
+{
+    tide__msg *m;
+    while ((m = tide__msgq_pop(&rx->mq.posted)))
+        tide__msg_done(ctx, m, TIDE_EPEER);
+}
+
+void tide__rx_free(struct tide__rx *rx)
+{
+    /* A frame still arriving is not in the list when claimed, nor a poison. */
+    if (rx->ux && (rx->ux->claimed || rx->ux->hdr.kind == TIDE_KIND_POISON))
+        tide__unexp_free(rx->ux);
+    tide__match_free_unexpected(&rx->mq);
+}
