@@ -67,15 +67,14 @@ struct shm_peer {
     pid_t pid;                /* the peer's process */
     bool cma;                 /* single copy both ways (see above) */
 
-    /* sending: sq's head is being written; written ones wait in sent
-     * until the next poll completes them (never inside post) */
-    struct tide__msgq sq, sent;
+    /* sending: sq's head is being written; a written message completes
+     * at once (tide__msg_done only queues it for the engine's delivery) */
+    struct tide__msgq sq;
     struct tide__msgq awaiting; /* single-copy sends the reader has not acked */
     uint64_t acks_seen;       /* of them, completed so far */
     uint8_t tx_hdr[TIDE_FRAME_HDR_SIZE + SHM_DESC_BYTES]; /* + descriptor */
     bool tx_remote;           /* the head goes as a single-copy frame */
     size_t tx_off;            /* bytes of the head's header + payload written */
-    bool tx_blocked;          /* the ring was full: waits for the reader */
 
     /* receiving: the frame arriving and where it goes (transports/rx.h) */
     struct tide__rx rx;
@@ -118,11 +117,11 @@ void shm_ring_doorbell(struct shm_peer *c);
 
 /* shm_send.c */
 void shm_send_post(struct shm_peer *c, tide__msg *m);
-/* Write what fits; complete what was written before.  Returns progress. */
+/* Write what fits; complete what the reader acked.  Returns progress. */
 int shm_send_progress(struct shm_peer *c);
 int shm_send_withdraw(struct shm_peer *c, tide__msg *m, bool stalled);
 void shm_send_fail_all(struct shm_peer *c);
-/* Something waits to be written and there is room, or to be completed. */
+/* Something waits to be written and there is room, or an ack came. */
 bool shm_send_ready(struct shm_peer *c);
 
 /* shm_recv.c */

@@ -4,8 +4,9 @@
  * reader makes the second into the destination).  A payload larger than
  * the ring streams through it: we write what fits, the reader drains
  * it, we write on.  A message completes once its last byte is in the
- * ring, at the next progress pass (never inside post); a single-copy
- * one (shm_peer.h) once the reader has acked it. */
+ * ring (tide__msg_done only queues it: the engine delivers it at its next
+ * pass, so completing inside post re-enters nobody, as TCP's self-sends);
+ * a single-copy one (shm_peer.h) once the reader has acked it. */
 #include "transports/shm/shm_peer.h"
 
 #include <string.h>
@@ -60,30 +61,27 @@ static size_t push(struct shm_peer *c)
         if (c->tx_off < record_len(c, m)) {
             /* Full: ask the reader to tell us when it makes room, unless
              * it made some while we asked. */
-            if (shm_ring_wait_for_room(c->out) == 0) {
-                c->tx_blocked = true;
+            if (shm_ring_wait_for_room(c->out) == 0)
                 break;
-            }
             continue;
         }
         tide__msgq_pop(&c->sq);
-        tide__msgq_push(c->tx_remote ? &c->awaiting : &c->sent, m);
+        if (c->tx_remote)
+            tide__msgq_push(&c->awaiting, m);
+        else
+            tide__msg_done(c->tp->base.ctx, m, 0);
         if (c->sq.head)
             start_head(c);
     }
-    if (!c->sq.head)
-        c->tx_blocked = false;
     return wrote;
 }
 
 void shm_send_post(struct shm_peer *c, tide__msg *m)
 {
     if (c->lost) {
-        tide__msgq_push(&c->sent, m); /* fails at the next pass, not inside post */
-        m->status = TIDE_EPEER;
+        tide__msg_done(c->tp->base.ctx, m, TIDE_EPEER);
         return;
     }
-    m->status = 0;
     bool first = c->sq.head == NULL;
     tide__msgq_push(&c->sq, m);
     if (first)
@@ -96,13 +94,13 @@ void shm_send_post(struct shm_peer *c, tide__msg *m)
 
 /* Single-copy sends the reader has acked: done.  Before the reader
  * stored acked it finished reading their buffers (release/acquire). */
-static void take_acks(struct shm_peer *c)
+static int take_acks(struct shm_peer *c)
 {
     uint64_t acked = atomic_load_explicit(&c->out->acked, memory_order_acquire);
-    while (c->awaiting.head && c->acks_seen < acked) {
-        tide__msgq_push(&c->sent, tide__msgq_pop(&c->awaiting));
-        c->acks_seen++;
-    }
+    int n = 0;
+    for (; c->awaiting.head && c->acks_seen < acked; c->acks_seen++, n++)
+        tide__msg_done(c->tp->base.ctx, tide__msgq_pop(&c->awaiting), 0);
+    return n;
 }
 
 int shm_send_progress(struct shm_peer *c)
@@ -113,19 +111,12 @@ int shm_send_progress(struct shm_peer *c)
         n++;
     }
     if (c->awaiting.head && !c->lost)
-        take_acks(c);
-    tide__msg *m;
-    while ((m = tide__msgq_pop(&c->sent))) {
-        tide__msg_done(c->tp->base.ctx, m, m->status);
-        n++;
-    }
+        n += take_acks(c);
     return n;
 }
 
 bool shm_send_ready(struct shm_peer *c)
 {
-    if (c->sent.head)
-        return true;
     if (c->awaiting.head && !c->lost &&
         atomic_load_explicit(&c->out->acked, memory_order_acquire) > c->acks_seen)
         return true;
@@ -135,11 +126,20 @@ bool shm_send_ready(struct shm_peer *c)
     return head - atomic_load_explicit(&c->out->tail, memory_order_acquire) < SHM_RING_BYTES;
 }
 
+static bool awaiting_ack(const struct shm_peer *c, const tide__msg *m)
+{
+    for (const tide__msg *p = c->awaiting.head; p; p = p->next)
+        if (p == m)
+            return true;
+    return false;
+}
+
 int shm_send_withdraw(struct shm_peer *c, tide__msg *m, bool stalled)
 {
-    if (c->sq.head == m && c->tx_off > 0) {
-        /* Half in the ring: taking it back would break the stream.  If
-         * the peer is not draining it, give the pair up (that fails it). */
+    /* Half in the ring (taking it back would break the stream), or read
+     * by the peer straight out of its buffer right now: it stays.  If
+     * the peer is not draining, give the pair up (that fails it). */
+    if ((c->sq.head == m && c->tx_off > 0) || awaiting_ack(c, m)) {
         if (stalled)
             shm_peer_lost(c, "rank %d stopped reading our messages", c->peer);
         return TIDE_EBUSY;
@@ -150,33 +150,19 @@ int shm_send_withdraw(struct shm_peer *c, tide__msg *m, bool stalled)
             start_head(c);
         return 0;
     }
-    if (tide__msgq_remove(&c->sq, m))
-        return 0;
-    for (tide__msg *p = c->awaiting.head; p; p = p->next)
-        if (p == m) { /* the reader may be copying out of it right now */
-            if (stalled)
-                shm_peer_lost(c, "rank %d stopped reading our messages", c->peer);
-            return TIDE_EBUSY;
-        }
-    /* Written, or failed: its completion comes at the next pass. */
-    for (tide__msg *p = c->sent.head; p; p = p->next)
-        if (p == m)
-            return TIDE_EBUSY;
-    return 0;
+    tide__msgq_remove(&c->sq, m);
+    return 0; /* taken back, or not ours any more */
 }
 
 void shm_send_fail_all(struct shm_peer *c)
 {
+    struct tide__ctx *ctx = c->tp->base.ctx;
     tide__msg *m;
-    /* The reader is gone: nobody copies out of those buffers any more. */
-    while ((m = tide__msgq_pop(&c->awaiting))) {
-        m->status = TIDE_EPEER;
-        tide__msgq_push(&c->sent, m);
-    }
-    while ((m = tide__msgq_pop(&c->sq))) {
-        m->status = TIDE_EPEER;
-        tide__msgq_push(&c->sent, m);
-    }
+    /* The reader is gone, or told (writer_gone) not to trust what it
+     * copies out of those buffers any more. */
+    while ((m = tide__msgq_pop(&c->awaiting)))
+        tide__msg_done(ctx, m, TIDE_EPEER);
+    while ((m = tide__msgq_pop(&c->sq)))
+        tide__msg_done(ctx, m, TIDE_EPEER);
     c->tx_off = 0;
-    c->tx_blocked = false;
 }
