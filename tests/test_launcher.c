@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -562,6 +563,84 @@ static void keep_going_forgives_killed_ranks(void **state)
     run_free(&r);
 }
 
+/* ---------------------------------------------------------------- binding */
+
+/* Parses a Cpus_allowed_list ("0-3,8,10-11") into set; false if malformed. */
+static bool parse_cpu_list(const char *text, cpu_set_t *set)
+{
+    CPU_ZERO(set);
+    while (*text && *text != '\n') {
+        char *end;
+        long lo = strtol(text, &end, 10), hi = lo;
+        if (end == text || lo < 0 || lo >= CPU_SETSIZE)
+            return false;
+        if (*end == '-')
+            hi = strtol(end + 1, &end, 10);
+        if (hi < lo || hi >= CPU_SETSIZE)
+            return false;
+        for (long c = lo; c <= hi; c++)
+            CPU_SET((int)c, set);
+        text = *end == ',' ? end + 1 : end;
+    }
+    return CPU_COUNT(set) > 0;
+}
+
+/* The CPUs rank `rank` reported ("[R] <list> <yield>") into *set, and the
+ * TIDE_YIELD_WHEN_IDLE it saw ("-" if unset). */
+static void rank_cpus(const char *out, int rank, cpu_set_t *set, char yield[8])
+{
+    char prefix[16], list[256];
+    snprintf(prefix, sizeof prefix, "[%d] ", rank);
+    const char *line = strstr(out, prefix);
+    if (!line || sscanf(line + strlen(prefix), "%255s %7s", list, yield) != 2)
+        fail_msg("no CPU list from rank %d in:\n%s", rank, out);
+    if (!parse_cpu_list(list, set))
+        fail_msg("rank %d: bad CPU list '%s'", rank, list);
+}
+
+static const char cpus_script[] =
+    "echo \"$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status) "
+    "${TIDE_YIELD_WHEN_IDLE:--}\"";
+
+/* --bind-to core puts each rank on CPUs of its own, inside ours, and
+ * tells it not to yield its core; --bind-to none leaves our whole mask.
+ * A machine with one core cannot bind two ranks: then it must say so. */
+static void ranks_are_bound_to_cores_of_their_own(void **state)
+{
+    (void)state;
+    cpu_set_t ours, a, b;
+    char ya[8], yb[8];
+    struct run r;
+    assert_int_equal(sched_getaffinity(0, sizeof ours, &ours), 0);
+
+    run_to_end(&r, (const char *const[]){"--bind-to", "core", "-n", "2", "--", "/bin/sh", "-c",
+                                         cpus_script, NULL});
+    if (exit_code(&r) == 2) {
+        assert_contains(r.err, "2 ranks but 1 cores");
+    } else {
+        assert_int_equal(exit_code(&r), 0);
+        rank_cpus(r.out, 0, &a, ya);
+        rank_cpus(r.out, 1, &b, yb);
+        cpu_set_t both, inside;
+        CPU_AND(&both, &a, &b);
+        assert_int_equal(CPU_COUNT(&both), 0);
+        CPU_OR(&both, &a, &b);
+        CPU_AND(&inside, &both, &ours);
+        assert_true(CPU_EQUAL(&inside, &both));
+        assert_string_equal(ya, "0");
+        assert_string_equal(yb, "0");
+    }
+    run_free(&r);
+
+    run_to_end(&r, (const char *const[]){"--bind-to", "none", "-n", "2", "--", "/bin/sh", "-c",
+                                         cpus_script, NULL});
+    assert_int_equal(exit_code(&r), 0);
+    rank_cpus(r.out, 1, &a, ya);
+    assert_true(CPU_EQUAL(&a, &ours));
+    assert_string_equal(ya, "-");
+    run_free(&r);
+}
+
 static void exec_failure_in_child_exits_127(void **state)
 {
     (void)state;
@@ -598,6 +677,10 @@ static const struct usage_case usage_cases[] = {
     {"-n not a number", {"-n", "two", "--", "true", NULL}, "-n must be from 1 to 1024"},
     {"-n without value", {"-n", NULL}, "needs a value"},
     {"no program", {"-n", "2", "--", NULL}, "missing program"},
+    {"--bind-to nonsense", {"--bind-to", "socket", "-n", "1", "--", "true", NULL},
+     "--bind-to must be core, none or auto"},
+    {"--bind-to core, too many ranks", {"--bind-to", "core", "-n", "1024", "--", "true", NULL},
+     "1024 ranks but"},
     {"no --", {"-n", "2", "true", NULL}, "put the program after --"},
     {"unknown option", {"-n", "2", "--bogus", "--", "true", NULL}, "unknown option '--bogus'"},
     {"bad port", {"--port", "70000", "-n", "1", "--", "true", NULL}, "--port"},
@@ -727,6 +810,7 @@ int main(void)
         LAUNCHER_TEST(help_is_printed),
         LAUNCHER_TEST(first_failure_stops_the_job),
         LAUNCHER_TEST(keep_going_forgives_killed_ranks),
+        LAUNCHER_TEST(ranks_are_bound_to_cores_of_their_own),
         LAUNCHER_TEST(exec_failure_in_child_exits_127),
         LAUNCHER_TEST(bad_usage_exits_2),
         LAUNCHER_TEST(signals_are_forwarded),

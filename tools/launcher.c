@@ -5,7 +5,7 @@
  *
  *   options      argv parsing, --help, the PATH check for the program
  *   environment  torchrun's variables, a free MASTER_PORT, TIDE_JOB_TOKEN
- *   spawn        fork + execvp of one rank
+ *   spawn        fork + execvp of one rank, bound to its core (bind.c)
  *   relay        per-pipe line buffers; whole lines out, "[rank] " first
  *   supervise    signalfd, reaping, stop/kill deadlines, the poll loop
  *   main         ties them together and picks the exit status
@@ -43,6 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bind.h"
+
 enum {
     MAX_RANKS = 1024,
     LINE_CAP = 64 * 1024, /* longer lines are split at this size */
@@ -70,6 +72,7 @@ struct options {
     bool keep_going;  /* --keep-going: a rank killed by a signal stops nobody */
     int64_t grace_ms; /* --grace: SIGTERM to SIGKILL delay */
     int64_t dump_after_ms; /* --dump-on-timeout: SIGUSR1 to all after this; 0: never */
+    enum bind_mode bind;   /* --bind-to */
     char **program;   /* argv after "--", NULL-terminated */
 };
 
@@ -91,6 +94,11 @@ static const char help_text[] =
     "                   for programs that go on without it (tide_comm_shrink,\n"
     "                   tide-fsdp-train --elastic); a rank that exits non-zero\n"
     "                   still stops the job\n"
+    "  --bind-to core|none|auto\n"
+    "                   core: each rank on a core of its own (its hardware\n"
+    "                   threads), as mpirun does for two ranks; none: where\n"
+    "                   the scheduler puts them; auto (default): core when\n"
+    "                   there are at least as many cores as ranks\n"
     "  --dump-on-timeout SECONDS\n"
     "                   if the job still runs after SECONDS, send every rank\n"
     "                   SIGUSR1: tide ranks write their flight-recorder dump\n"
@@ -203,12 +211,21 @@ struct value_option {
     bool (*apply)(struct options *opt, const char *value);
 };
 
+static bool apply_bind(struct options *opt, const char *value)
+{
+    if (bind_parse(value, &opt->bind))
+        return true;
+    usage_error("--bind-to must be core, none or auto, not '%s'", value);
+    return false;
+}
+
 static const struct value_option value_options[] = {
     {"-n", apply_nranks},
     {"--port", apply_port},
     {"--addr", apply_addr},
     {"--grace", apply_grace},
     {"--dump-on-timeout", apply_dump_timeout},
+    {"--bind-to", apply_bind},
 };
 
 /*
@@ -490,6 +507,7 @@ struct launcher {
     sigset_t child_mask;            /* our starting mask, for children */
     struct sigaction child_sigpipe; /* our starting SIGPIPE action */
     struct rlimit child_nofile;     /* our starting fd limit */
+    struct bind_plan bind;          /* which core each rank runs on */
     bool stopping;                  /* ranks have been told to stop */
     bool killed;                    /* SIGKILL has been sent */
     int64_t kill_at_ms;             /* if stopping: when to SIGKILL */
@@ -642,6 +660,9 @@ _Noreturn static void run_child(const struct launcher *l, int rank, int out_fd, 
         signal(SIGUSR1, SIG_IGN);
     if (l->child_nofile.rlim_cur != 0)
         setrlimit(RLIMIT_NOFILE, &l->child_nofile);
+    int err = bind_apply(&l->bind, rank);
+    if (err)
+        dprintf(STDERR_FILENO, "tide-run: rank %d runs unbound: %s\n", rank, strerror(err));
     execvp(program, l->opt.program);
     dprintf(STDERR_FILENO, "tide-run: cannot run %s: %s\n", program, strerror(errno));
     _exit(EXIT_EXEC_FAILED);
@@ -984,6 +1005,7 @@ static void launcher_free(struct launcher *l)
     free(l->scratch);
     free(l->pfds);
     free(l->polled);
+    bind_plan_free(&l->bind);
     if (l->signal_fd >= 0)
         close(l->signal_fd);
 }
@@ -1009,6 +1031,11 @@ int main(int argc, char **argv)
     }
     if (setup_environment(&l.opt) != 0)
         return EXIT_USAGE;
+    char why[160];
+    if (bind_plan_make(&l.bind, l.opt.bind, l.opt.nranks, why, sizeof why) != 0) {
+        usage_error("%s", why);
+        return EXIT_USAGE;
+    }
     if (launcher_init(&l) != 0) {
         fprintf(stderr, "tide-run: cannot start: %s\n", strerror(errno));
         launcher_free(&l);
