@@ -7,11 +7,18 @@
  *
  * Per size, on every rank:
  *   t_pure     post + wait, nothing else, mean over -n calls;
- *   t_cpu      the compute alone: a busy loop that spins for t_pure (or
- *              a nanosleep of t_pure), measured;
- *   t_overall  post, the same compute, wait;
+ *   t_overall  post, compute, wait, where the compute is a busy loop
+ *              that spins for t_pure (or a nanosleep of t_pure);
+ *   t_cpu      the compute inside those calls, measured there;
  *   overlap    max(0, 100 * (1 - (t_overall - t_cpu) / t_pure)).
- * Each time is then averaged over the ranks, as OSU does.
+ * Each time is then averaged over the ranks, as OSU does.  As in OSU,
+ * every call is followed by a barrier outside the timed part: without
+ * it the ranks drift apart (a nanosleep oversleeps by tens of
+ * microseconds, differently on each rank), and a rank that posts late
+ * shows up as communication that did not hide on its peers.  And as in
+ * OSU, t_cpu is the compute of the same call: a separate compute-alone
+ * run oversleeps differently, which made single sizes of a 256 KiB
+ * shared-memory sweep read anywhere from 40 to 85 % (this machine).
  *
  * The compute makes no tide call unless -t N asks for N tide_test calls
  * spread through it (OSU's -t): what is measured by default is progress
@@ -45,6 +52,7 @@ struct overlap {
 /* Mean microseconds per call of each phase, on this rank, then averaged. */
 struct times {
     double pure, cpu, overall;
+    double post, wait; /* of overall: in the post, in tide_wait (OSU's Init, Wait) */
 };
 
 /* ---------------------------------------------------------------- compute */
@@ -90,9 +98,10 @@ static int compute(struct overlap *v, double us, tide_req *req)
 
 /* ---------------------------------------------------------------- measure */
 
-/* Post, compute for cpu_us (not at all if < 0), wait; adds the time taken
- * to *us. */
-static int one_call(struct overlap *v, const struct bench_shape *s, double cpu_us, double *us)
+/* Post, compute for cpu_us (not at all if < 0), wait; adds the times
+ * taken to *t (the whole call to t->pure without compute, to t->overall
+ * with).  Then a barrier, untimed. */
+static int one_call(struct overlap *v, const struct bench_shape *s, double cpu_us, struct times *t)
 {
     struct bench *b = &v->b;
     tide_req *req;
@@ -100,17 +109,26 @@ static int one_call(struct overlap *v, const struct bench_shape *s, double cpu_u
     int rc = bench_post(b, s, false, &req);
     if (rc)
         return bench_report(bench_coll_name(b->opt.coll), rc);
+    double t1 = bench_now_s();
     rc = cpu_us >= 0 ? compute(v, cpu_us, req) : 0;
+    double t2 = bench_now_s();
     int w = tide_wait(req, -1);
-    *us += (bench_now_s() - t0) * 1e6;
+    double t3 = bench_now_s();
+    if (cpu_us < 0) {
+        t->pure += (t3 - t0) * 1e6;
+    } else {
+        t->overall += (t3 - t0) * 1e6;
+        t->post += (t1 - t0) * 1e6;
+        t->cpu += (t2 - t1) * 1e6;
+        t->wait += (t3 - t2) * 1e6;
+    }
     if (w)
         fprintf(stderr, "%s failed: %s\n", bench_coll_name(b->opt.coll), tide_req_message(req));
     tide_req_free(req);
-    return rc ? rc : w;
+    rc = rc ? rc : w;
+    return rc ? rc : tide_barrier(b->comm);
 }
 
-/* The compute alone and the overlapped call take turns, so that both see
- * the same neighbours (and the same oversleeping, with --compute sleep). */
 static int measure(struct overlap *v, const struct bench_shape *s, struct times *t)
 {
     struct bench *b = &v->b;
@@ -121,20 +139,17 @@ static int measure(struct overlap *v, const struct bench_shape *s, struct times 
         rc = bench_run_once(b, s, false, NULL);
     rc = rc ? rc : tide_barrier(b->comm);
     for (long i = 0; i < n && !rc; i++)
-        rc = one_call(v, s, -1, &t->pure);
+        rc = one_call(v, s, -1, t);
     t->pure /= (double)n;
-    rc = rc ? rc : tide_barrier(b->comm);
-    for (long i = 0; i < n && !rc; i++) {
-        double t0 = bench_now_s();
-        rc = compute(v, t->pure, NULL);
-        t->cpu += (bench_now_s() - t0) * 1e6;
-        rc = rc ? rc : one_call(v, s, t->pure, &t->overall);
+    for (long i = 0; i < n && !rc; i++)
+        rc = one_call(v, s, t->pure, t);
+    double *each[] = {&t->pure, &t->cpu, &t->overall, &t->post, &t->wait};
+    for (size_t k = 0; k < sizeof each / sizeof each[0] && !rc; k++) {
+        if (each[k] != &t->pure)
+            *each[k] /= (double)n;
+        rc = bench_mean(b, each[k]);
     }
-    t->cpu /= (double)n;
-    t->overall /= (double)n;
-    rc = rc ? rc : bench_mean(b, &t->pure);
-    rc = rc ? rc : bench_mean(b, &t->cpu);
-    return rc ? rc : bench_mean(b, &t->overall);
+    return rc;
 }
 
 /* ----------------------------------------------------------------- report */
@@ -156,9 +171,9 @@ static void print_header(const struct overlap *v)
            bench_coll_name(b->opt.coll), b->size,
            b->progress == TIDE_PROGRESS_INLINE ? "inline" : "thread",
            b->opt.compute_sleep ? "sleep" : "busy", b->opt.tests, b->opt.warmup, b->opt.iters);
-    printf("# Overall = post + compute + wait; Compute = the same compute alone\n");
-    printf("%-12s%14s%14s%17s%13s\n", "# Size", "Overall(us)", "Compute(us)", "Pure Comm.(us)",
-           "Overlap(%)");
+    printf("# Overall = post + compute + wait; Compute = that compute; a barrier after each call\n");
+    printf("%-12s%14s%14s%17s%13s%11s%11s\n", "# Size", "Overall(us)", "Compute(us)",
+           "Pure Comm.(us)", "Overlap(%)", "Post(us)", "Wait(us)");
 }
 
 static void report(struct overlap *v, const struct bench_shape *s, const struct times *t)
@@ -166,8 +181,8 @@ static void report(struct overlap *v, const struct bench_shape *s, const struct 
     const struct bench *b = &v->b;
     if (b->rank != 0)
         return;
-    printf("%-12zu%14.2f%14.2f%17.2f%13.2f\n", s->bytes, t->overall, t->cpu, t->pure,
-           overlap_pct(t));
+    printf("%-12zu%14.2f%14.2f%17.2f%13.2f%11.2f%11.2f\n", s->bytes, t->overall, t->cpu,
+           t->pure, overlap_pct(t), t->post, t->wait);
     fflush(stdout);
     FILE *f = bench_json_record(&v->json);
     if (!f)
@@ -177,10 +192,10 @@ static void report(struct overlap *v, const struct bench_shape *s, const struct 
             "\"op\":\"%s\",\"ranks\":%d,"
             "\"bytes\":%zu,"
             "\"compute\":\"%s\",\"tests\":%d,\"t_pure_us\":%.3f,\"t_cpu_us\":%.3f,"
-            "\"t_overall_us\":%.3f,\"overlap_pct\":%.2f}",
+            "\"t_overall_us\":%.3f,\"t_post_us\":%.3f,\"t_wait_us\":%.3f,\"overlap_pct\":%.2f}",
             tide_comm_reactor(b->comm), bench_transport(b), bench_coll_name(b->opt.coll), b->size,
             s->bytes, b->opt.compute_sleep ? "sleep" : "busy", b->opt.tests, t->pure, t->cpu, t->overall,
-            overlap_pct(t));
+            t->post, t->wait, overlap_pct(t));
 }
 
 int main(int argc, char **argv)
