@@ -3,6 +3,7 @@
  * reactor.  Everything here runs on the caller's thread; nothing is sent
  * for a call that is rejected. */
 #include "collectives/coll.h"
+#include "collectives/stage.h"
 #include "engine/log.h"
 
 #include <stdarg.h>
@@ -105,7 +106,8 @@ static int launch(struct call *k, tide_req **out)
     char why[200];
     /* Selected even for a group of one, so a misnamed TIDE_ALGO_* fails
      * on one rank as it would at scale. */
-    const struct tide__algo *algo = tide__select(k->kind, comm->size, k->bytes, why, sizeof why);
+    const struct tide__algo *algo = tide__select(k->kind, comm->size, k->bytes,
+                                                 tide__stage_offered(comm), why, sizeof why);
     if (algo && comm->size == 1)
         algo = &tide__algo_local;
     if (!algo) {

@@ -172,9 +172,11 @@ void tide__coll_avg(struct tide__coll *c, void *buf, size_t n);
 void tide__coll_release(tide_req *req);
 
 /* The algorithm for a collective of kind over n ranks moving `bytes`
- * (the whole vector), honouring TIDE_ALGO_<KIND>.  NULL, with why
- * filled, when the variable names no algorithm of that collective. */
-const struct tide__algo *tide__select(uint8_t kind, int n, size_t bytes, char *why, size_t len);
+ * (the whole vector), honouring TIDE_ALGO_<KIND>; `shared`: the ranks
+ * share staging memory (stage.h).  NULL, with why filled, when the
+ * variable names no algorithm of that collective. */
+const struct tide__algo *tide__select(uint8_t kind, int n, size_t bytes, bool shared, char *why,
+                                      size_t len);
 
 /* A small number naming an algorithm on the wire (frame flags), and back. */
 uint8_t tide__algo_id(const struct tide__algo *algo);
@@ -197,5 +199,9 @@ extern const struct tide__algo tide__algo_binomial_scatter;
 extern const struct tide__algo tide__algo_pairwise_alltoall;
 extern const struct tide__algo tide__algo_dissemination_barrier;
 extern const struct tide__algo tide__algo_local; /* a group of one */
+/* through the staging area, on one host (stage.h) */
+extern const struct tide__algo tide__algo_stage_allreduce;
+extern const struct tide__algo tide__algo_stage_allgather;
+extern const struct tide__algo tide__algo_stage_bcast;
 
 #endif

@@ -17,6 +17,7 @@ struct choice {
     const char *name;
     const struct tide__algo *algo;
     bool pow2_only;
+    bool shared_only; /* needs staging memory (stage.h) */
 };
 
 struct family {
@@ -27,30 +28,34 @@ struct family {
 
 static const struct family families[] = {
     {TIDE_KIND_ALLREDUCE, "TIDE_ALGO_ALLREDUCE",
-     {{"ring", &tide__algo_ring_allreduce, false},
-      {"recursive_doubling", &tide__algo_rd_allreduce, false},
-      {"rabenseifner", &tide__algo_rabenseifner, false}}},
+     {{"ring", &tide__algo_ring_allreduce, false, false},
+      {"recursive_doubling", &tide__algo_rd_allreduce, false, false},
+      {"rabenseifner", &tide__algo_rabenseifner, false, false},
+      {"shm", &tide__algo_stage_allreduce, false, true}}},
     {TIDE_KIND_BROADCAST, "TIDE_ALGO_BROADCAST",
-     {{"binomial", &tide__algo_binomial_bcast, false}, {"chain", &tide__algo_chain_bcast, false}}},
-    {TIDE_KIND_REDUCE, "TIDE_ALGO_REDUCE", {{"binomial", &tide__algo_binomial_reduce, false}}},
+     {{"binomial", &tide__algo_binomial_bcast, false, false},
+      {"chain", &tide__algo_chain_bcast, false, false},
+      {"shm", &tide__algo_stage_bcast, false, true}}},
+    {TIDE_KIND_REDUCE, "TIDE_ALGO_REDUCE", {{"binomial", &tide__algo_binomial_reduce, false, false}}},
     {TIDE_KIND_ALLGATHER, "TIDE_ALGO_ALLGATHER",
-     {{"ring", &tide__algo_ring_allgather, false},
-      {"bruck", &tide__algo_bruck_allgather, false},
-      {"recursive_doubling", &tide__algo_rd_allgather, true}}},
+     {{"ring", &tide__algo_ring_allgather, false, false},
+      {"bruck", &tide__algo_bruck_allgather, false, false},
+      {"recursive_doubling", &tide__algo_rd_allgather, true, false},
+      {"shm", &tide__algo_stage_allgather, false, true}}},
     {TIDE_KIND_ALLGATHERV, "TIDE_ALGO_ALLGATHERV",
-     {{"ring", &tide__algo_ring_allgather, false}}},
+     {{"ring", &tide__algo_ring_allgather, false, false}}},
     {TIDE_KIND_REDUCE_SCATTER, "TIDE_ALGO_REDUCE_SCATTER",
-     {{"ring", &tide__algo_ring_reduce_scatter, false},
-      {"recursive_halving", &tide__algo_rh_reduce_scatter, false}}},
+     {{"ring", &tide__algo_ring_reduce_scatter, false, false},
+      {"recursive_halving", &tide__algo_rh_reduce_scatter, false, false}}},
     {TIDE_KIND_REDUCE_SCATTERV, "TIDE_ALGO_REDUCE_SCATTERV",
-     {{"ring", &tide__algo_ring_reduce_scatter, false},
-      {"recursive_halving", &tide__algo_rh_reduce_scatter, false}}},
-    {TIDE_KIND_GATHER, "TIDE_ALGO_GATHER", {{"binomial", &tide__algo_binomial_gather, false}}},
-    {TIDE_KIND_SCATTER, "TIDE_ALGO_SCATTER", {{"binomial", &tide__algo_binomial_scatter, false}}},
+     {{"ring", &tide__algo_ring_reduce_scatter, false, false},
+      {"recursive_halving", &tide__algo_rh_reduce_scatter, false, false}}},
+    {TIDE_KIND_GATHER, "TIDE_ALGO_GATHER", {{"binomial", &tide__algo_binomial_gather, false, false}}},
+    {TIDE_KIND_SCATTER, "TIDE_ALGO_SCATTER", {{"binomial", &tide__algo_binomial_scatter, false, false}}},
     {TIDE_KIND_ALLTOALL, "TIDE_ALGO_ALLTOALL",
-     {{"pairwise", &tide__algo_pairwise_alltoall, false}}},
+     {{"pairwise", &tide__algo_pairwise_alltoall, false, false}}},
     {TIDE_KIND_BARRIER, "TIDE_ALGO_BARRIER",
-     {{"dissemination", &tide__algo_dissemination_barrier, false}}},
+     {{"dissemination", &tide__algo_dissemination_barrier, false, false}}},
 };
 
 /* A ring pays a round per rank (two for an all-reduce) where the
@@ -64,10 +69,33 @@ static bool ring_pays(int n, size_t bytes)
     return bytes >= (size_t)n * (256u << 10);
 }
 
+/* Where the ranks share staging memory, reading each other's data where
+ * it lies beats sending it from this size on (STAGE_FROM_* measured
+ * here, README "Shared memory on one host"); below it a message or two
+ * cost less than the staged algorithms' two or three exchanges of
+ * notes. */
+#define STAGE_FROM_ALLREDUCE ((size_t)16 << 10)
+#define STAGE_FROM_BCAST ((size_t)16 << 10)
+#define STAGE_FROM_ALLGATHER ((size_t)16 << 10)
+
+static const struct tide__algo *staged(uint8_t kind, size_t bytes)
+{
+    if (kind == TIDE_KIND_ALLREDUCE && bytes >= STAGE_FROM_ALLREDUCE)
+        return &tide__algo_stage_allreduce;
+    if (kind == TIDE_KIND_BROADCAST && bytes >= STAGE_FROM_BCAST)
+        return &tide__algo_stage_bcast;
+    if (kind == TIDE_KIND_ALLGATHER && bytes >= STAGE_FROM_ALLGATHER)
+        return &tide__algo_stage_allgather;
+    return NULL;
+}
+
 /* The default: small vectors want few rounds, large ones few bytes per
  * rank. */
-static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes)
+static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes, bool shared)
 {
+    const struct tide__algo *fast = shared ? staged(kind, bytes) : NULL;
+    if (fast)
+        return fast;
     switch (kind) {
     case TIDE_KIND_ALLREDUCE:
         /* Measured here at 2 and 4 ranks (against Open MPI, README):
@@ -112,7 +140,8 @@ static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes)
     }
 }
 
-const struct tide__algo *tide__select(uint8_t kind, int n, size_t bytes, char *why, size_t len)
+const struct tide__algo *tide__select(uint8_t kind, int n, size_t bytes, bool shared, char *why,
+                                      size_t len)
 {
     const struct family *f = NULL;
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
@@ -120,13 +149,13 @@ const struct tide__algo *tide__select(uint8_t kind, int n, size_t bytes, char *w
             f = &families[i];
     const char *want = f ? getenv(f->env) : NULL;
     if (!want || !*want)
-        return by_size(kind, n, bytes);
+        return by_size(kind, n, bytes, shared);
 
     for (int i = 0; i < 4 && f->c[i].name; i++) {
         if (strcmp(want, f->c[i].name) != 0)
             continue;
-        if (f->c[i].pow2_only && !tide__is_pow2(n))
-            return by_size(kind, n, bytes);
+        if ((f->c[i].pow2_only && !tide__is_pow2(n)) || (f->c[i].shared_only && !shared))
+            return by_size(kind, n, bytes, shared);
         return f->c[i].algo;
     }
     int used = snprintf(why, len, "%s=%s names no algorithm; choose one of:", f->env, want);
@@ -142,7 +171,8 @@ static const struct tide__algo *const all_algos[] = {
     &tide__algo_rh_reduce_scatter, &tide__algo_rd_allgather,    &tide__algo_bruck_allgather,
     &tide__algo_binomial_bcast,  &tide__algo_chain_bcast,       &tide__algo_binomial_reduce,
     &tide__algo_binomial_gather, &tide__algo_binomial_scatter,  &tide__algo_pairwise_alltoall,
-    &tide__algo_dissemination_barrier,
+    &tide__algo_dissemination_barrier, &tide__algo_stage_allreduce, &tide__algo_stage_allgather,
+    &tide__algo_stage_bcast,
 };
 
 uint8_t tide__algo_id(const struct tide__algo *algo)

@@ -40,7 +40,9 @@ enum coll {
 struct family {
     const char *name;
     const char *env;       /* TIDE_ALGO_..., NULL: no choice */
-    const char *algos[3];  /* the names tide.h lists */
+    const char *algos[4];  /* the names tide.h lists; the sets force the first three
+                              (shm, the staged algorithm, runs by default where
+                              every pair of ranks shares memory) */
     bool reduces;
 };
 

@@ -90,6 +90,37 @@ static unsigned outstanding(struct tide__transport *base)
     return n;
 }
 
+/* The staging area is the one part's that has it (shared memory): it
+ * serves our own rank too, though messages to ourselves go over TCP. */
+static struct tide__transport *stager(struct tide__transport *base)
+{
+    struct tide__mux *x = mux_of(base);
+    for (int i = 0; i < x->nparts; i++)
+        if (x->parts[i]->ops->stage_at)
+            return x->parts[i];
+    return NULL;
+}
+
+static uint8_t *stage_at(struct tide__transport *base, int peer, size_t *bytes,
+                         size_t *slot_bytes)
+{
+    struct tide__transport *t = stager(base);
+    return t ? t->ops->stage_at(t, peer, bytes, slot_bytes) : NULL;
+}
+
+static long stage_take(struct tide__transport *base)
+{
+    struct tide__transport *t = stager(base);
+    return t ? t->ops->stage_take(t) : -1;
+}
+
+static void stage_give(struct tide__transport *base, long off)
+{
+    struct tide__transport *t = stager(base);
+    if (t)
+        t->ops->stage_give(t, off);
+}
+
 static void destroy(struct tide__transport *base)
 {
     struct tide__mux *x = mux_of(base);
@@ -111,6 +142,9 @@ static const struct tide__transport_ops mux_ops = {
     .outstanding = outstanding,
     .destroy = destroy,
     .peer_transport = peer_transport,
+    .stage_at = stage_at,
+    .stage_take = stage_take,
+    .stage_give = stage_give,
 };
 
 int tide__mux_create(struct tide__ctx *ctx, struct tide__transport **parts, int nparts,

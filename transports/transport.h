@@ -86,6 +86,26 @@ struct tide__transport_ops {
     /* The name of the transport that carries messages to world rank
      * peer.  NULL: always this one's name. */
     const char *(*peer_transport)(struct tide__transport *tp, int peer);
+
+    /* Staging memory, for collectives that read their peers' data where
+     * it lies instead of sending it (collectives/stage.c).  Optional:
+     * NULL, or stage_at returning NULL, means there is none.
+     *
+     * Every rank owns a staging area cut into slots; every other rank of
+     * the job maps it (read-only), so a rank copies its part of a
+     * collective into a slot of its own and its peers read it there.
+     * Offered only when every rank of the job maps every other's (one
+     * host, every pair through shared memory), which every rank then
+     * knows alike: the choice of algorithm must be the same everywhere.
+     * Peers' areas are mapped read-only: writing there faults.
+     *
+     * stage_at: where world rank peer's area (ours for our own rank) is
+     * mapped here, with the area's size and its slots' size, or NULL.
+     * stage_take: a free slot of our own area, as its offset (-1: all
+     * are taken); stage_give frees it.  Reactor thread only. */
+    uint8_t *(*stage_at)(struct tide__transport *tp, int peer, size_t *bytes, size_t *slot_bytes);
+    long (*stage_take)(struct tide__transport *tp);
+    void (*stage_give)(struct tide__transport *tp, long off);
 };
 
 struct tide__transport {

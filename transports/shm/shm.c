@@ -212,6 +212,39 @@ static void arm(struct tide__transport *base)
     }
 }
 
+/* ---- the staging area (transport.h, shm_peer.h) ---- */
+
+static uint8_t *stage_at(struct tide__transport *base, int peer, size_t *bytes,
+                         size_t *slot_bytes)
+{
+    struct tide__shm *tp = shm_of(base);
+    *bytes = (size_t)SHM_STAGE_SLOTS * SHM_STAGE_SLOT;
+    *slot_bytes = SHM_STAGE_SLOT;
+    if (!tp->stage_ok || peer < 0 || peer >= tp->size)
+        return NULL;
+    return peer == tp->rank ? tp->stage : tp->peers[peer].stage;
+}
+
+static long stage_take(struct tide__transport *base)
+{
+    struct tide__shm *tp = shm_of(base);
+    for (int k = 0; tp->stage_ok && k < SHM_STAGE_SLOTS; k++) {
+        if (tp->stage_used & (1ull << k))
+            continue;
+        /* The lowest free slot: a steady workload keeps reusing the few
+         * slots whose pages are already in memory. */
+        tp->stage_used |= 1ull << k;
+        return (long)((size_t)k * SHM_STAGE_SLOT);
+    }
+    return -1;
+}
+
+static void stage_give(struct tide__transport *base, long off)
+{
+    struct tide__shm *tp = shm_of(base);
+    tp->stage_used &= ~(1ull << (size_t)off / SHM_STAGE_SLOT);
+}
+
 static unsigned outstanding(struct tide__transport *base)
 {
     return shm_of(base)->kernel_ops;
@@ -246,6 +279,9 @@ static const struct tide__transport_ops shm_ops = {
     .arm = arm,
     .outstanding = outstanding,
     .destroy = destroy,
+    .stage_at = stage_at,
+    .stage_take = stage_take,
+    .stage_give = stage_give,
 };
 
 int tide__shm_create(struct tide__ctx *ctx, int *fds, bool required,

@@ -26,7 +26,12 @@
  * counts it in the ring's `acked`, and the sender completes the message
  * when its count comes up.  Where the kernel refuses (a container
  * without ptrace permission), the pair keeps the ring and says so.  Off
- * unless TIDE_SHM_CMA=1: measured slower than the ring here. */
+ * unless TIDE_SHM_CMA=1: measured slower than the ring here.
+ *
+ * After the rings the segment holds the staging area that collectives
+ * read each other's data from (transport.h, collectives/stage.c):
+ * SHM_STAGE_SLOTS slots of SHM_STAGE_SLOT bytes, mapped read-only by
+ * every peer.  Like the rings, its pages cost memory only once used. */
 #ifndef TIDE_SHM_PEER_H
 #define TIDE_SHM_PEER_H
 
@@ -43,6 +48,12 @@
 #define SHM_HDR_REMOTE 0x1        /* the payload stays in the sender's memory */
 #define SHM_DESC_BYTES 16         /* a single-copy frame's descriptor: addr, len */
 #define SHM_CMA_MIN ((size_t)64 * 1024)
+/* One slot per staged collective in flight on this rank: 64 of them
+ * before one fails with TIDE_ENOMEM.  A slot is two halves, one chunk of
+ * the vector each (collectives/stage.c): 1 MiB chunks measured best on
+ * this project's machine (README, "Shared memory on one host"). */
+#define SHM_STAGE_SLOTS 64
+#define SHM_STAGE_SLOT ((size_t)2 << 20)
 
 struct shm_header {
     uint64_t magic;
@@ -64,6 +75,7 @@ struct shm_peer {
     struct shm_ring *out;     /* our ring in the peer's segment: we write */
     struct shm_header *peer_hdr; /* the peer's header page */
     struct shm_ring *in;      /* the peer's ring in our segment: we read */
+    uint8_t *stage;           /* the peer's staging area, read-only */
     pid_t pid;                /* the peer's process */
     bool cma;                 /* single copy both ways (see above) */
 
@@ -107,6 +119,9 @@ struct tide__shm {
     struct tide__rx_pool pool; /* payload bytes held as unexpected */
     unsigned nparked;         /* peers whose header waits for pool room */
     size_t cma_min;           /* single copy from this size; SIZE_MAX: never */
+    uint8_t *stage;           /* our staging area (in our segment) */
+    bool stage_ok;            /* every rank of the job maps every other's */
+    uint64_t stage_used;      /* taken slots, one bit each */
     bool aborting;
 };
 

@@ -13,7 +13,11 @@
  *      memory with process_vm_readv (the single-copy path, shm_peer.h);
  *   4. it tells each such peer whether both worked and hears the same
  *      back: a pair uses shared memory only if both sides mapped, and
- *      single copies only if both could read the other.
+ *      single copies only if both could read the other;
+ *   5. it tells every rank whether it shares memory with all the others,
+ *      and hears the same back: the staging area (shm_peer.h) is offered
+ *      only if all of them do, so that every rank chooses collectives
+ *      that read it alike.
  * The network namespace is part of "same host" so that test hosts made
  * of namespaces on one machine stay apart, as real hosts would be; the
  * PID namespace because a pid means nothing in another one (containers
@@ -146,10 +150,21 @@ static size_t ring_offset(int rank)
     return header_bytes() + (size_t)rank * ring_bytes();
 }
 
+/* The staging area follows the rings (slots are page multiples). */
+static size_t stage_offset(int size)
+{
+    return ring_offset(size);
+}
+
+static size_t stage_bytes(void)
+{
+    return (size_t)SHM_STAGE_SLOTS * SHM_STAGE_SLOT;
+}
+
 /* Our segment: the header and one ring per rank, all zero. */
 static int make_segment(struct tide__shm *tp, char *err, size_t errlen)
 {
-    tp->seg_bytes = ring_offset(tp->size);
+    tp->seg_bytes = stage_offset(tp->size) + stage_bytes();
     tp->memfd = memfd_create("tide-shm", MFD_CLOEXEC);
     if (tp->memfd < 0 || ftruncate(tp->memfd, (off_t)tp->seg_bytes) != 0) {
         snprintf(err, errlen, "memfd of %zu bytes: %s", tp->seg_bytes, strerror(errno));
@@ -161,6 +176,7 @@ static int make_segment(struct tide__shm *tp, char *err, size_t errlen)
         return TIDE_ENOSYS;
     }
     tp->hdr = seg;
+    tp->stage = (uint8_t *)seg + stage_offset(tp->size);
     tp->hdr->magic = SHM_MAGIC;
     tp->hdr->size = (uint32_t)tp->size;
     while (!tp->hdr->nonce)
@@ -180,14 +196,17 @@ static int map_peer(struct tide__shm *tp, struct shm_peer *c, const struct ident
     /* Not a segment of the job's size: something else has that number
      * (a mapping past its end would raise SIGBUS). */
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size < ring_offset(tp->size)) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (size_t)st.st_size < stage_offset(tp->size) + stage_bytes()) {
         close(fd);
         return -EPROTO;
     }
     void *hdr = mmap(NULL, header_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     void *ring = mmap(NULL, ring_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
                       (off_t)ring_offset(tp->rank));
-    int rc = hdr == MAP_FAILED || ring == MAP_FAILED ? -errno : 0;
+    void *stage = mmap(NULL, stage_bytes(), PROT_READ, MAP_SHARED, fd,
+                       (off_t)stage_offset(tp->size));
+    int rc = hdr == MAP_FAILED || ring == MAP_FAILED || stage == MAP_FAILED ? -errno : 0;
     close(fd);
     const struct shm_header *h = hdr;
     if (!rc && (h->magic != SHM_MAGIC || h->size != (uint32_t)tp->size || h->nonce != id->nonce))
@@ -196,8 +215,11 @@ static int map_peer(struct tide__shm *tp, struct shm_peer *c, const struct ident
         c->peer_hdr = hdr;
         c->out = ring;
         c->in = (struct shm_ring *)((uint8_t *)tp->hdr + ring_offset(c->peer));
+        c->stage = stage;
         return 0;
     }
+    if (stage != MAP_FAILED)
+        munmap(stage, stage_bytes());
     if (hdr != MAP_FAILED)
         munmap(hdr, header_bytes());
     if (ring != MAP_FAILED)
@@ -211,8 +233,11 @@ static void unmap_peer(struct shm_peer *c)
         munmap(c->peer_hdr, header_bytes());
     if (c->out)
         munmap(c->out, ring_bytes());
+    if (c->stage)
+        munmap(c->stage, stage_bytes());
     c->peer_hdr = NULL;
     c->out = NULL;
+    c->stage = NULL;
     c->in = NULL;
 }
 
@@ -225,6 +250,8 @@ void shm_unmap(struct tide__shm *tp)
     if (tp->memfd >= 0)
         close(tp->memfd);
     tp->hdr = NULL;
+    tp->stage = NULL;
+    tp->stage_ok = false;
     tp->memfd = -1;
 }
 
@@ -326,6 +353,35 @@ static int pair_up(struct tide__shm *tp, int *fds, const struct ident *ids, bool
     return rc;
 }
 
+/* Step 5: does every rank share memory with every other?  Every rank
+ * says whether it does to every other (over the pair's socket, whether
+ * shared memory or TCP took it), so all of them conclude alike. */
+static int agree_on_stage(struct tide__shm *tp, const int *fds, uint64_t deadline)
+{
+    uint8_t mine = tp->hdr != NULL, theirs = 0;
+    for (int p = 0; mine && p < tp->size; p++)
+        if (p != tp->rank && tp->peers[p].fd < 0)
+            mine = 0;
+    bool all = mine;
+    for (int p = 0; p < tp->size; p++) {
+        int fd = tp->peers[p].fd >= 0 ? tp->peers[p].fd : fds[p];
+        if (p != tp->rank && move_bytes(fd, &mine, 1, true, deadline))
+            return TIDE_EBOOTSTRAP;
+    }
+    for (int p = 0; p < tp->size; p++) {
+        int fd = tp->peers[p].fd >= 0 ? tp->peers[p].fd : fds[p];
+        if (p == tp->rank)
+            continue;
+        if (move_bytes(fd, &theirs, 1, false, deadline))
+            return TIDE_EBOOTSTRAP;
+        all = all && theirs == 1;
+    }
+    tp->stage_ok = all;
+    tide__log(TIDE_LOG_DEBUG, tp->rank, "shm: collectives %s staging memory", all ? "share"
+              : "do not share");
+    return 0;
+}
+
 int shm_setup(struct tide__shm *tp, int *fds, double timeout_s, bool required, char *err,
               size_t errlen)
 {
@@ -347,6 +403,8 @@ int shm_setup(struct tide__shm *tp, int *fds, double timeout_s, bool required, c
         rc = TIDE_ENOSYS, snprintf(err, errlen, "TIDE_TRANSPORT=shm, but %s", why);
     if (!rc)
         rc = pair_up(tp, fds, ids, required, deadline, err, errlen);
+    if (!rc && (rc = agree_on_stage(tp, fds, deadline)) != 0)
+        snprintf(err, errlen, "a peer went silent while agreeing on shared staging memory");
     free(ids);
     return rc;
 }
