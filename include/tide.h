@@ -699,6 +699,12 @@ typedef struct tide_sim_config {
                           * and may be shared by all ranks) */
     double timeout_s;    /* deadline of every operation (default 300) */
     int log_level;       /* as in tide_config (default 0: errors only) */
+    size_t stage_slot_bytes; /* > 0: the ranks share staging memory, as ranks on
+                          * one host do over shared memory, in slots of this
+                          * many bytes (16 to 1 GiB; two rounds' chunks), so
+                          * the staged collectives ("shm") run and are fuzzed
+                          * with as many rounds as small slots make; 0: not
+                          * (default) */
 } tide_sim_config;
 
 /* What one simulated rank sent and received. */

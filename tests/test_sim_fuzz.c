@@ -9,7 +9,10 @@
  * is checked against a reference computed independently (coll_check.c).
  * Half the seeds run the ranks as programs (tide_sim_spawn, blocking
  * calls); the other half post every rank's operations from this thread
- * and run the network.
+ * and run the network.  Half the seeds give the ranks shared staging
+ * memory (as on one host over shared memory) in slots of 32 to 1024
+ * bytes, so the staged algorithms run with many rounds and are picked
+ * (by default or forced) beside the others.
  *
  * With --faults, each seed also injects one fault: a rank crashes after a
  * random number of deliveries, a link stalls past the deadline, or a rank
@@ -106,6 +109,17 @@ static size_t pick_count(uint64_t *s, int n)
     }
 }
 
+/* The family's algorithms a seed may force: the first three, and the
+ * staged one (index 3) where the ranks share staging memory. */
+static int pick_algo(uint64_t *s, const struct job *j, const struct family *f)
+{
+    int can[4], ncan = 0;
+    for (int i = 0; i < 4; i++)
+        if (f->algos[i] && (i < 3 || j->cfg.stage_slot_bytes))
+            can[ncan++] = i;
+    return can[rnd(s) % (uint64_t)ncan];
+}
+
 static void make_op(uint64_t *s, struct job *j, struct fop *o)
 {
     memset(o, 0, sizeof *o);
@@ -118,10 +132,7 @@ static void make_op(uint64_t *s, struct job *j, struct fop *o)
     o->k.wrap = (o->k.dtype == TIDE_INT8 || o->k.dtype == TIDE_UINT8) && o->k.op == TIDE_SUM &&
                 rnd(s) % 4 == 0;
     const struct family *f = &coll_families[o->k.coll];
-    int nalgos = 0;
-    while (nalgos < 3 && f->algos[nalgos])
-        nalgos++;
-    o->algo = f->env && rnd(s) % 4 ? (int)(rnd(s) % (uint64_t)nalgos) : -1;
+    o->algo = f->env && rnd(s) % 4 ? pick_algo(s, j, f) : -1;
     o->on_sub = j->sub && rnd(s) % 2;
     o->in_place = rnd(s) % 3 == 0;
     o->pick = (unsigned)rnd(s);
@@ -171,6 +182,8 @@ static void make_job(uint64_t seed, bool faults, struct job *j)
     j->cfg.bandwidth = 1e8 * (double)(1 + rnd(&s) % 200);
     j->cfg.jitter_s = (double)(rnd(&s) % 50) * 1e-6;
     j->cfg.timeout_s = 30;
+    if (rnd(&s) % 2)
+        j->cfg.stage_slot_bytes = (size_t)32 << (rnd(&s) % 6);
     j->nops = 1 + (int)(rnd(&s) % MAXOPS);
     for (int i = 0; i < j->nops; i++)
         make_op(&s, j, &j->ops[i]);
@@ -571,10 +584,11 @@ static void run_job(const struct job *j)
 
 static void describe(const struct job *j)
 {
-    printf("seed %llu: %d ranks, %s, %d ops%s, fault %s (rank %d, peer %d, after %llu, op %d)\n",
+    printf("seed %llu: %d ranks, %s, %d ops%s, staging slots of %zu bytes, fault %s (rank %d, "
+           "peer %d, after %llu, op %d)\n",
            (unsigned long long)j->seed, j->n, j->spawn ? "programs" : "posted", j->nops,
-           j->sub ? ", sub-communicators" : "", fault_names[j->fault], j->frank, j->fpeer,
-           (unsigned long long)j->after, j->fop);
+           j->sub ? ", sub-communicators" : "", j->cfg.stage_slot_bytes, fault_names[j->fault],
+           j->frank, j->fpeer, (unsigned long long)j->after, j->fop);
     for (int i = 0; i < j->nops; i++)
         printf("  op %d%s%s: %s\n", i, j->ops[i].on_sub ? " on the sub-communicator" : "",
                j->ops[i].in_place ? " in place" : "", coll_describe(&j->ops[i].k, j->n));

@@ -99,6 +99,10 @@ static int check_config(int n, const tide_sim_config *c)
         why = "jitter_s must be a finite number >= 0";
     else if (!(c->timeout_s > 0))
         why = "timeout_s must be > 0";
+    else if (c->stage_slot_bytes && (c->stage_slot_bytes < 16 || c->stage_slot_bytes > (1u << 30)))
+        why = "stage_slot_bytes must be 0 or from 16 to 1 GiB";
+    else if (c->stage_slot_bytes && (size_t)n * SIM_STAGE_SLOTS > SIZE_MAX / c->stage_slot_bytes)
+        why = "stage_slot_bytes times the ranks' slots does not fit in memory";
     if (!why)
         return 0;
     tide__log(TIDE_LOG_ERROR, -1, "tide_sim_create: %s", why);
@@ -202,7 +206,9 @@ int tide_sim_create(int n, const tide_sim_config *cfg, tide_sim **out, tide_comm
     tide__timer_heap_init(&s->heap);
     s->ranks = calloc((size_t)n, sizeof *s->ranks);
     s->dirty = malloc((size_t)n * sizeof *s->dirty);
-    rc = s->ranks && s->dirty ? 0 : TIDE_ENOMEM;
+    if (cfg->stage_slot_bytes)
+        s->stage = calloc((size_t)n * SIM_STAGE_SLOTS, cfg->stage_slot_bytes);
+    rc = s->ranks && s->dirty && (s->stage || !cfg->stage_slot_bytes) ? 0 : TIDE_ENOMEM;
     for (int r = 0; !rc && r < n; r++)
         rc = add_rank(s, r);
     if (rc) {
@@ -230,6 +236,7 @@ void tide_sim_destroy(tide_sim *s)
     }
     free(s->ranks);
     free(s->dirty);
+    free(s->stage);
     free(s->crashes);
     free(s->stalls);
     free(s);

@@ -37,6 +37,7 @@ struct sim_rank {
     struct sim_peer *peers;    /* open addressing on peer; cap a power of 2 */
     size_t npeers, peers_cap;
     bool dirty; /* queued for its engine to deliver completions */
+    uint64_t stage_used; /* its staging slots taken, one bit each (sim_net.c) */
     tide_sim_stats stats;
 };
 
@@ -79,7 +80,12 @@ struct tide_sim {
     struct sim_stall *stalls;
     int nstalls;
     struct sim_spawn *spawn; /* while tide_sim_spawn runs */
+    uint8_t *stage; /* cfg.stage_slot_bytes: every rank's staging area, one after another */
 };
+
+/* Slots in each rank's staging area (cfg.stage_slot_bytes each), as the
+ * shared-memory transport has. */
+#define SIM_STAGE_SLOTS 64
 
 /* ---- sim.c ---- */
 

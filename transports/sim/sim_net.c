@@ -344,6 +344,38 @@ static void destroy(struct tide__transport *base)
     r->base.ctx = NULL;
 }
 
+/* ---- staging memory (transport.h): all ranks live in this process, so
+ * "mapping" a peer's area is pointing at it ---- */
+
+static uint8_t *stage_at(struct tide__transport *base, int peer, size_t *bytes,
+                         size_t *slot_bytes)
+{
+    struct tide_sim *s = rank_of(base)->sim;
+    *slot_bytes = s->cfg.stage_slot_bytes;
+    *bytes = SIM_STAGE_SLOTS * *slot_bytes;
+    if (!s->stage || peer < 0 || peer >= s->n)
+        return NULL;
+    return s->stage + (size_t)peer * *bytes;
+}
+
+static long stage_take(struct tide__transport *base)
+{
+    struct sim_rank *r = rank_of(base);
+    for (int k = 0; r->sim->stage && k < SIM_STAGE_SLOTS; k++) {
+        if (!(r->stage_used & (1ull << k))) {
+            r->stage_used |= 1ull << k;
+            return (long)((size_t)k * r->sim->cfg.stage_slot_bytes);
+        }
+    }
+    return -1;
+}
+
+static void stage_give(struct tide__transport *base, long off)
+{
+    struct sim_rank *r = rank_of(base);
+    r->stage_used &= ~(1ull << ((size_t)off / r->sim->cfg.stage_slot_bytes));
+}
+
 static const struct tide__transport_ops sim_ops = {
     .name = "sim",
     .start = start,
@@ -353,6 +385,9 @@ static const struct tide__transport_ops sim_ops = {
     .abort = abort_all,
     .outstanding = outstanding,
     .destroy = destroy,
+    .stage_at = stage_at,
+    .stage_take = stage_take,
+    .stage_give = stage_give,
 };
 
 void tide__sim_net_init(struct tide_sim *s, struct sim_rank *r, struct tide__ctx *ctx)
