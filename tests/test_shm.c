@@ -1,8 +1,11 @@
 /* test_shm.c - the shared-memory transport as users meet it: which
  * transport carries each pair (TIDE_TRANSPORT auto, shm, tcp; a job split
- * into two test hosts), and that a rank killed while streaming a large
+ * into two test hosts), that a rank killed while streaming a large
  * message through a ring fails its partner with TIDE_EPEER and leaves
- * nothing behind in /dev/shm (the segments are unnamed memfds). */
+ * nothing behind in /dev/shm (the segments are unnamed memfds), and the
+ * staged collectives (collectives/stage.h): chosen exactly where every
+ * pair shares memory, many in flight at once on several communicators,
+ * their slots given back, and a rank killed in the middle of one. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -36,13 +39,20 @@ static void transports_match(tide_comm *comm, void *arg)
     }
     EXPECT(tide_comm_transport(comm, n) == NULL, "out of range");
     EXPECT(tide_comm_transport(NULL, 0) == NULL, "NULL comm");
-    /* Both kinds of pair carry a collective whose every element is checked. */
+    /* Both kinds of pair carry a collective whose every element is
+     * checked; it runs staged exactly where every pair shares memory. */
     size_t count = 100000;
     int *v = malloc(count * sizeof *v);
     EXPECT(v, "malloc");
     for (size_t i = 0; i < count; i++)
         v[i] = r * 3 + (int)(i % 5);
-    EXPECT_OK(tide_allreduce(comm, TIDE_IN_PLACE, v, count, TIDE_INT32, TIDE_SUM));
+    tide_req *req;
+    EXPECT_OK(tide_iallreduce(comm, TIDE_IN_PLACE, v, count, TIDE_INT32, TIDE_SUM, &req));
+    EXPECT_OK(tide_wait(req, -1));
+    bool staged = !host_size && !strcmp(want_local, "shm");
+    EXPECT(staged == !strcmp(tide_req_algorithm(req), "shm"), "rank %d: the allreduce ran %s",
+           r, tide_req_algorithm(req));
+    tide_req_free(req);
     for (size_t i = 0; i < count; i++)
         EXPECT(v[i] == 3 * n * (n - 1) / 2 + n * (int)(i % 5), "element %zu is %d", i, v[i]);
     free(v);
@@ -142,6 +152,140 @@ static void killed_mid_stream(tide_comm *comm, void *arg)
     free(buf);
 }
 
+/* ---- staged collectives ---- */
+
+enum { INFLIGHT = 12, SEQUENTIAL = 150 };
+
+static float expect_sum(int n, size_t i)
+{
+    return (float)(n * (n - 1) / 2) + (float)n * (float)(i % 7);
+}
+
+/* Rank r's input element i. */
+static float input(int r, size_t i)
+{
+    return (float)r + (float)(i % 7);
+}
+
+/* INFLIGHT allreduces, broadcasts and all-gathers posted at once on the
+ * world and on two halves split from it (so each rank holds many slots at
+ * a time, on three communicators), every element checked; then
+ * SEQUENTIAL more allreduces, far past the 64 slots a rank has: they
+ * pass only if every finished one gave its slot back. */
+static void staged_together(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    size_t count = 70001; /* not a multiple of the group */
+    tide_comm *half;
+    EXPECT_OK(tide_comm_split(comm, r % 2, r, &half));
+    int hn = tide_comm_size(half);
+    float *buf[3 * INFLIGHT];
+    tide_req *req[3 * INFLIGHT];
+    for (int k = 0; k < 3 * INFLIGHT; k++) {
+        size_t len = k % 3 == 2 ? count * (size_t)n : count;
+        /* An in-place all-gather's input is this rank's block. */
+        size_t at = k % 3 == 2 ? (size_t)tide_comm_rank(k % 2 ? half : comm) * count : 0;
+        buf[k] = malloc(len * sizeof(float));
+        EXPECT(buf[k], "malloc");
+        for (size_t i = 0; i < count; i++)
+            buf[k][at + i] = input(r, i);
+    }
+    for (int k = 0; k < 3 * INFLIGHT; k++) {
+        tide_comm *c = k % 2 ? half : comm;
+        if (k % 3 == 0)
+            EXPECT_OK(tide_iallreduce(c, TIDE_IN_PLACE, buf[k], count, TIDE_FLOAT32, TIDE_SUM,
+                                      &req[k]));
+        else if (k % 3 == 1)
+            EXPECT_OK(tide_ibroadcast(c, buf[k], count, TIDE_FLOAT32, k % tide_comm_size(c),
+                                      &req[k]));
+        else
+            EXPECT_OK(tide_iallgather(c, TIDE_IN_PLACE, buf[k], count, TIDE_FLOAT32, &req[k]));
+    }
+    for (int k = 0; k < 3 * INFLIGHT; k++) {
+        tide_comm *c = k % 2 ? half : comm;
+        int cn = k % 2 ? hn : n, cr = tide_comm_rank(c);
+        EXPECT_OK(tide_wait(req[k], 30000));
+        EXPECT(!strcmp(tide_req_algorithm(req[k]), "shm"), "op %d ran %s", k,
+               tide_req_algorithm(req[k]));
+        tide_req_free(req[k]);
+        /* world rank of comm rank q: halves are the even and odd ranks */
+        for (size_t i = 0; i < count * (size_t)(k % 3 == 2 ? cn : 1); i++) {
+            int q = (int)(i / count);
+            int wq = k % 2 ? 2 * q + r % 2 : q;
+            int root = k % 2 ? 2 * (k % hn) + r % 2 : k % n;
+            float want = k % 3 == 0 ? (k % 2 ? (float)(r % 2) * (float)hn + (float)(hn * (hn - 1))
+                                                 + (float)hn * (float)(i % 7)
+                                             : expect_sum(n, i))
+                       : k % 3 == 1 ? input(root, i)
+                                    : input(wq, i % count);
+            if (buf[k][i] != want) {
+                EXPECT(0, "rank %d (%d of %d), op %d, element %zu: %g, want %g", r, cr, cn, k,
+                       i, (double)buf[k][i], (double)want);
+                break;
+            }
+        }
+        free(buf[k]);
+    }
+    float *v = malloc(count * sizeof *v);
+    EXPECT(v, "malloc");
+    for (int k = 0; k < SEQUENTIAL; k++) {
+        for (size_t i = 0; i < count; i++)
+            v[i] = input(r, i);
+        EXPECT_OK(tide_allreduce(comm, TIDE_IN_PLACE, v, count, TIDE_FLOAT32, TIDE_SUM));
+        EXPECT(v[count - 1] == expect_sum(n, count - 1), "allreduce %d: %g", k,
+               (double)v[count - 1]);
+    }
+    free(v);
+    EXPECT_OK(tide_comm_free(half));
+}
+
+static void staged_collectives_together(void **state)
+{
+    struct harness_opts o;
+    harness_defaults(&o);
+    setenv("TIDE_TRANSPORT", "shm", 1);
+    int failed = harness_run(4, &o, staged_together, NULL);
+    unsetenv("TIDE_TRANSPORT");
+    assert_int_equal(failed, 0);
+}
+
+/* Rank 2 dies while a 64 MiB staged allreduce runs: every other rank
+ * fails with TIDE_EPEER within the run limit, and the next staged call
+ * on the broken communicator fails too rather than hang. */
+static void killed_mid_staged(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm);
+    size_t count = (size_t)16 << 20;
+    float *v = calloc(count, sizeof *v);
+    EXPECT(v, "calloc");
+    EXPECT_OK(tide_barrier(comm));
+    tide_req *req;
+    EXPECT_OK(tide_iallreduce(comm, TIDE_IN_PLACE, v, count, TIDE_FLOAT32, TIDE_SUM, &req));
+    if (r == 2) {
+        struct timespec pause = {0, 2 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        raise(SIGKILL);
+    }
+    int rc = tide_wait(req, 20000);
+    EXPECT(!strcmp(tide_req_algorithm(req), "shm"), "ran %s", tide_req_algorithm(req));
+    EXPECT(rc == TIDE_EPEER, "rank %d: the allreduce returned %s: %s", r, tide_err_name(rc),
+           tide_req_message(req));
+    tide_req_free(req);
+    rc = tide_allreduce(comm, TIDE_IN_PLACE, v, 1 << 20, TIDE_FLOAT32, TIDE_SUM);
+    EXPECT(rc != 0, "rank %d: an allreduce after the loss succeeded", r);
+    free(v);
+}
+
+static void rank_killed_mid_staged_collective(void **state)
+{
+    struct harness_opts o;
+    harness_defaults(&o);
+    setenv("TIDE_TRANSPORT", "shm", 1);
+    int failed = harness_run(4, &o, killed_mid_staged, NULL);
+    unsetenv("TIDE_TRANSPORT");
+    assert_int_equal(failed, 1); /* the killed rank, and only it */
+}
+
 static void killed_rank_leaves_nothing_behind(void **state)
 {
     int before = tide_entries_in_dev_shm();
@@ -165,6 +309,8 @@ int main(void)
         cmocka_unit_test(two_hosts_use_tcp_between_them),
         cmocka_unit_test(tcp_forced_everywhere),
         cmocka_unit_test(killed_rank_leaves_nothing_behind),
+        cmocka_unit_test(staged_collectives_together),
+        cmocka_unit_test(rank_killed_mid_staged_collective),
     };
     return cmocka_run_group_tests_name("shm transport", tests, NULL, NULL);
 }
