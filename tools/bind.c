@@ -82,6 +82,7 @@ int bind_plan_make(struct bind_plan *plan, enum bind_mode mode, int nranks, char
     if (mode == BIND_NONE)
         return 0;
     if (find_cores(plan) != 0) {
+        bind_plan_free(plan);
         /* Not knowing the cores is no reason to refuse a run. */
         if (mode == BIND_AUTO)
             return 0;
@@ -90,9 +91,13 @@ int bind_plan_make(struct bind_plan *plan, enum bind_mode mode, int nranks, char
         return -1;
     }
     plan->bind = nranks <= plan->ncores;
-    if (!plan->bind && mode == BIND_CORE) {
+    if (plan->bind)
+        return 0;
+    int ncores = plan->ncores;
+    bind_plan_free(plan);
+    if (mode == BIND_CORE) {
         snprintf(err, errlen, "--bind-to core: %d ranks but %d cores to bind them to "
-                 "(--bind-to none shares them)", nranks, plan->ncores);
+                 "(--bind-to none shares them)", nranks, ncores);
         return -1;
     }
     return 0;
@@ -114,4 +119,5 @@ void bind_plan_free(struct bind_plan *plan)
 {
     free(plan->cores);
     plan->cores = NULL;
+    plan->ncores = 0;
 }
