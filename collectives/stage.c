@@ -24,6 +24,20 @@ size_t tide__stage_share_off(size_t elems, int n, int q)
     return uq * base + (uq < extra ? uq : extra);
 }
 
+void tide__stage_plan_rounds(struct tide__stage *s)
+{
+    size_t each = s->half / s->c.esize;
+    s->nrounds = (uint32_t)((s->c.count + each - 1) / each);
+}
+
+size_t tide__stage_round_span(const struct tide__stage *s, size_t *base)
+{
+    size_t each = s->half / s->c.esize;
+    *base = (size_t)s->round * each;
+    size_t left = s->c.count - *base;
+    return left < each ? left : each;
+}
+
 /* The arrays (areas, slots, notes, messages) in one piece of scratch. */
 static int take_arrays(struct tide__stage *s)
 {

@@ -77,6 +77,12 @@ const uint8_t *tide__stage_half(const struct tide__stage *s, int q, int h);
 /* Release hook: give our slot back unless the operation failed. */
 void tide__stage_release(tide_req *req);
 
+/* Rounds over the c.count elements, at most half a slot each: sets
+ * nrounds.  And the elements of the current round: [*base, *base +
+ * return). */
+void tide__stage_plan_rounds(struct tide__stage *s);
+size_t tide__stage_round_span(const struct tide__stage *s, size_t *base);
+
 /* The even split of `elems` elements among n ranks: rank q's share starts
  * at share_off(elems, n, q) (q == n: elems). */
 size_t tide__stage_share_off(size_t elems, int n, int q);

@@ -18,19 +18,10 @@ struct stage_allgather {
     bool done_sent;  /* the last exchange is the done one */
 };
 
-/* Our block's elements in the current round: [*base, *base + return). */
-static size_t round_span(const struct tide__stage *s, size_t *base)
-{
-    size_t each = s->half / s->c.esize;
-    *base = (size_t)s->round * each;
-    size_t left = s->c.count - *base;
-    return left < each ? left : each;
-}
-
 static void round_in(struct stage_allgather *op)
 {
     struct tide__stage *s = &op->s;
-    size_t base, elems = round_span(s, &base);
+    size_t base, elems = tide__stage_round_span(s, &base);
     tide__coll_copy(&s->c, s->mine + (size_t)(s->round % 2) * s->half,
                     tide__at(&s->c, op->own, base), elems * s->c.esize);
     tide__stage_exchange(s, 0, 2 * s->round);
@@ -39,7 +30,7 @@ static void round_in(struct stage_allgather *op)
 static void copy_chunks(struct stage_allgather *op)
 {
     struct tide__stage *s = &op->s;
-    size_t base, elems = round_span(s, &base);
+    size_t base, elems = tide__stage_round_span(s, &base);
     for (int q = 0; q < s->n; q++)
         if (q != s->me)
             tide__coll_copy(&s->c, tide__at(&s->c, s->c.recvbuf, (size_t)q * s->c.count + base),
@@ -63,8 +54,7 @@ static void start(tide_req *req)
         memmove((char *)op->own, c->sendbuf, c->count * c->esize);
     if (tide__stage_begin(s, true))
         return;
-    size_t each = s->half / c->esize;
-    s->nrounds = (uint32_t)((c->count + each - 1) / each);
+    tide__stage_plan_rounds(s);
     round_in(op);
 }
 

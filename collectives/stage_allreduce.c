@@ -26,24 +26,10 @@ struct stage_allreduce {
     enum phase phase;
 };
 
-static size_t round_elems(const struct tide__stage *s)
-{
-    return s->half / s->c.esize;
-}
-
-/* The elements of the current round: [*base, *base + return). */
-static size_t round_span(const struct tide__stage *s, size_t *base)
-{
-    size_t each = round_elems(s);
-    *base = (size_t)s->round * each;
-    size_t left = s->c.count - *base;
-    return left < each ? left : each;
-}
-
 static void round_in(struct stage_allreduce *op)
 {
     struct tide__stage *s = &op->s;
-    size_t base, elems = round_span(s, &base), es = s->c.esize;
+    size_t base, elems = tide__stage_round_span(s, &base), es = s->c.esize;
     tide__coll_copy(&s->c, s->mine + (size_t)(s->round % 2) * s->half,
                     tide__at(&s->c, s->c.sendbuf, base), elems * es);
     op->phase = PH_IN;
@@ -54,7 +40,7 @@ static void round_in(struct stage_allreduce *op)
 static void reduce_share(struct stage_allreduce *op)
 {
     struct tide__stage *s = &op->s;
-    size_t base, elems = round_span(s, &base), es = s->c.esize;
+    size_t base, elems = tide__stage_round_span(s, &base), es = s->c.esize;
     int h = (int)(s->round % 2);
     size_t lo = tide__stage_share_off(elems, s->n, s->me);
     size_t len = tide__stage_share_off(elems, s->n, s->me + 1) - lo;
@@ -70,7 +56,7 @@ static void reduce_share(struct stage_allreduce *op)
 static void copy_shares(struct stage_allreduce *op)
 {
     struct tide__stage *s = &op->s;
-    size_t base, elems = round_span(s, &base), es = s->c.esize;
+    size_t base, elems = tide__stage_round_span(s, &base), es = s->c.esize;
     int h = (int)(s->round % 2);
     for (int q = 0; q < s->n; q++) {
         if (q == s->me)
@@ -92,8 +78,7 @@ static void start(tide_req *req)
     }
     if (tide__stage_begin(s, true))
         return;
-    size_t each = round_elems(s);
-    s->nrounds = (uint32_t)((s->c.count + each - 1) / each);
+    tide__stage_plan_rounds(s);
     round_in(op);
 }
 

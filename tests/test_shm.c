@@ -239,14 +239,20 @@ static void staged_together(tide_comm *comm, void *arg)
     EXPECT_OK(tide_comm_free(half));
 }
 
-static void staged_collectives_together(void **state)
+/* Run body on n ranks with TIDE_TRANSPORT=shm; how many ranks failed. */
+static int run_on_shm(int n, harness_body body)
 {
     struct harness_opts o;
     harness_defaults(&o);
     setenv("TIDE_TRANSPORT", "shm", 1);
-    int failed = harness_run(4, &o, staged_together, NULL);
+    int failed = harness_run(n, &o, body, NULL);
     unsetenv("TIDE_TRANSPORT");
-    assert_int_equal(failed, 0);
+    return failed;
+}
+
+static void staged_collectives_together(void **state)
+{
+    assert_int_equal(run_on_shm(4, staged_together), 0);
 }
 
 /* Rank 2 dies while a 64 MiB staged allreduce runs: every other rank
@@ -278,23 +284,13 @@ static void killed_mid_staged(tide_comm *comm, void *arg)
 
 static void rank_killed_mid_staged_collective(void **state)
 {
-    struct harness_opts o;
-    harness_defaults(&o);
-    setenv("TIDE_TRANSPORT", "shm", 1);
-    int failed = harness_run(4, &o, killed_mid_staged, NULL);
-    unsetenv("TIDE_TRANSPORT");
-    assert_int_equal(failed, 1); /* the killed rank, and only it */
+    assert_int_equal(run_on_shm(4, killed_mid_staged), 1); /* the killed rank, and only it */
 }
 
 static void killed_rank_leaves_nothing_behind(void **state)
 {
     int before = tide_entries_in_dev_shm();
-    struct harness_opts o;
-    harness_defaults(&o);
-    setenv("TIDE_TRANSPORT", "shm", 1);
-    int failed = harness_run(2, &o, killed_mid_stream, NULL);
-    unsetenv("TIDE_TRANSPORT");
-    assert_int_equal(failed, 1); /* the killed rank, and only it */
+    assert_int_equal(run_on_shm(2, killed_mid_stream), 1); /* the killed rank, and only it */
     assert_int_equal(tide_entries_in_dev_shm(), before);
 }
 
