@@ -9,6 +9,7 @@
  * winning; see docs/algorithms.md for how they were found. */
 #include "collectives/coll.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,31 +70,51 @@ static bool ring_pays(int n, size_t bytes)
     return bytes >= (size_t)n * (256u << 10);
 }
 
-/* Where the ranks share staging memory, reading each other's data where
- * it lies beats sending it from this size on (STAGE_FROM_* measured
- * here, README "Shared memory on one host"); below it a message or two
- * cost less than the staged algorithms' two or three exchanges of
- * notes. */
-#define STAGE_FROM_ALLREDUCE ((size_t)16 << 10)
-#define STAGE_FROM_BCAST ((size_t)16 << 10)
-#define STAGE_FROM_ALLGATHER ((size_t)16 << 10)
-
-static const struct tide__algo *staged(uint8_t kind, size_t bytes)
+/* Where the ranks share staging memory (stage.h), reading each other's
+ * data where it lies beats sending it from these sizes on.  Measured
+ * here (2026-11-25, 2 ranks bound to the 2 cores, 4 ranks sharing them;
+ * interleaved runs against the algorithms below): below them the
+ * staged algorithms' two or three exchanges of notes, and a round that
+ * copies in and then out where a ring of messages streams, cost more.
+ * With more ranks the others forward the bytes more often, so staging
+ * pays sooner: 4-rank allreduce 256 KiB 93-97 against 231-249 us.  At
+ * 2 ranks: allreduce 512 KiB 69-75 against 83-95 us, all-gather even at
+ * 512 KiB and ahead from 1 MiB, broadcast behind the binomial tree up to
+ * 512 KiB (83-92 against 72-75 us) and ahead from 2 MiB (93-97 against
+ * 110-877 us). */
+static size_t stage_from(uint8_t kind, int n)
 {
-    if (kind == TIDE_KIND_ALLREDUCE && bytes >= STAGE_FROM_ALLREDUCE)
+    switch (kind) {
+    case TIDE_KIND_ALLREDUCE:
+        return n == 2 ? (size_t)512 << 10 : (size_t)128 << 10;
+    case TIDE_KIND_BROADCAST:
+        return n == 2 ? (size_t)1 << 20 : (size_t)128 << 10;
+    case TIDE_KIND_ALLGATHER:
+        return n == 2 ? (size_t)512 << 10 : (size_t)256 << 10;
+    default:
+        return SIZE_MAX;
+    }
+}
+
+static const struct tide__algo *staged(uint8_t kind, int n, size_t bytes)
+{
+    if (bytes < stage_from(kind, n))
+        return NULL;
+    switch (kind) {
+    case TIDE_KIND_ALLREDUCE:
         return &tide__algo_stage_allreduce;
-    if (kind == TIDE_KIND_BROADCAST && bytes >= STAGE_FROM_BCAST)
+    case TIDE_KIND_BROADCAST:
         return &tide__algo_stage_bcast;
-    if (kind == TIDE_KIND_ALLGATHER && bytes >= STAGE_FROM_ALLGATHER)
+    default:
         return &tide__algo_stage_allgather;
-    return NULL;
+    }
 }
 
 /* The default: small vectors want few rounds, large ones few bytes per
  * rank. */
 static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes, bool shared)
 {
-    const struct tide__algo *fast = shared ? staged(kind, bytes) : NULL;
+    const struct tide__algo *fast = shared ? staged(kind, n, bytes) : NULL;
     if (fast)
         return fast;
     switch (kind) {
