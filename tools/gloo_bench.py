@@ -22,9 +22,10 @@ say "inplace": true.  Gloo in torch 1.13 has no reduce_scatter: asked for
 it, the tool prints so and writes no record.
 
 Overlap mode is OSU's method as tools/overlap.c does it: t_pure
-(all_reduce(async_op=True) + wait), t_cpu (the compute alone: a busy loop
-calibrated to last t_pure, or a sleep), t_overall (post, the same compute,
-wait), each averaged over ranks; overlap % = max(0, 100 (1 - (t_overall -
+(all_reduce(async_op=True) + wait), t_overall (post, a compute lasting
+t_pure alone: a calibrated busy loop or a sleep, wait), t_cpu (that
+compute, timed inside the call), each averaged over ranks, a barrier
+(untimed) after every call; overlap % = max(0, 100 (1 - (t_overall -
 t_cpu) / t_pure)).  Gloo runs the collective on its own C++ threads, which
 do not need the GIL, so the Python busy loop does not stall it except by
 competing for a core.
@@ -222,17 +223,22 @@ def compute(args, us, units_per_us, work):
 
 
 def iallreduce_loop(args, tensor, iters, cpu_us, units_per_us):
-    """Mean us per call of: post, compute for cpu_us (none if < 0), wait."""
+    """Mean us per call of: post, compute for cpu_us (none if < 0), wait;
+    and of the compute inside them.  A barrier after each call, untimed."""
     dist.barrier()
-    total = 0.0
+    total = computing = 0.0
     for _ in range(iters):
         t0 = time.perf_counter()
         work = dist.all_reduce(tensor, async_op=True)
+        c0 = time.perf_counter()
         if cpu_us >= 0:
             compute(args, cpu_us, units_per_us, work)
+        computing += time.perf_counter() - c0
         work.wait()
         total += time.perf_counter() - t0
-    return total / max(iters, 1) * 1e6
+        dist.barrier()
+    per = max(iters, 1)
+    return total / per * 1e6, computing / per * 1e6
 
 
 def overlap(args, rank, n, out):
@@ -242,10 +248,8 @@ def overlap(args, rank, n, out):
             continue
         tensor = pattern(rank, nbytes // 4)
         iallreduce_loop(args, tensor, args.w, -1, units_per_us)
-        pure = iallreduce_loop(args, tensor, args.n, -1, units_per_us)
-        cpu = timed(lambda: [compute(args, pure, units_per_us, None)
-                             for _ in range(args.n)]) / args.n * 1e6
-        overall = iallreduce_loop(args, tensor, args.n, pure, units_per_us)
+        pure, _ = iallreduce_loop(args, tensor, args.n, -1, units_per_us)
+        overall, cpu = iallreduce_loop(args, tensor, args.n, pure, units_per_us)
         pure, cpu, overall = (mean_over_ranks(v) for v in (pure, cpu, overall))
         pct = max(0.0, 100.0 * (1.0 - (overall - cpu) / pure)) if pure > 0 else 0.0
         nb = tensor.numel() * 4

@@ -18,11 +18,12 @@
  *
  * Overlap mode is the OSU micro-benchmarks' method for MPI_Iallreduce,
  * done as tools/overlap.c does it so the figures compare: t_pure
- * (Iallreduce + Wait alone), t_cpu (the compute alone: a busy loop
- * calibrated to last t_pure, or a nanosleep of t_pure), t_overall (post,
- * the same compute, wait), each a mean per call averaged over ranks, and
- * overlap % = max(0, 100 (1 - (t_overall - t_cpu) / t_pure)).  With -t N
- * the compute is cut into N slices with an MPI_Test after each.
+ * (Iallreduce + Wait alone), t_overall (post, a compute lasting t_pure
+ * alone: a calibrated busy loop or a nanosleep, wait), t_cpu (that
+ * compute, timed inside the call), each a mean per call averaged over
+ * ranks, a barrier (untimed) after every call, and overlap % = max(0,
+ * 100 (1 - (t_overall - t_cpu) / t_pure)).  With -t N the compute is cut
+ * into N slices with an MPI_Test after each.
  *
  * Rank 0 prints one line per size and, with --json, writes the records as
  * a JSON array in the shape tide-perf and tide-overlap use.  Not part of
@@ -340,29 +341,29 @@ static void compute(struct bench *b, double us, MPI_Request *req)
     }
 }
 
-/* Mean us per call of: post, compute for cpu_us (none if < 0), wait. */
-static double iallreduce_loop(struct bench *b, size_t count, long iters, double cpu_us)
+/* Mean us per call of: post, compute for cpu_us (none if < 0), wait; the
+ * compute's own mean into *cpu.  A barrier after each call, untimed. */
+static double iallreduce_loop(struct bench *b, size_t count, long iters, double cpu_us,
+                              double *cpu)
 {
-    double total = 0;
+    double total = 0, computing = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     for (long i = 0; i < iters; i++) {
         MPI_Request req;
         double t0 = now_s();
         MPI_Iallreduce(b->send, b->recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+        double c0 = now_s();
         if (cpu_us >= 0)
             compute(b, cpu_us, &req);
+        computing += now_s() - c0;
         MPI_Wait(&req, MPI_STATUS_IGNORE);
         total += now_s() - t0;
+        MPI_Barrier(MPI_COMM_WORLD);
     }
-    return total / (double)(iters ? iters : 1) * 1e6;
-}
-
-static double compute_alone(struct bench *b, double us)
-{
-    double t0 = now_s();
-    for (long i = 0; i < b->opt.iters; i++)
-        compute(b, us, NULL);
-    return (now_s() - t0) / (double)b->opt.iters * 1e6;
+    double per = (double)(iters ? iters : 1);
+    if (cpu)
+        *cpu = computing / per * 1e6;
+    return total / per * 1e6;
 }
 
 static void overlap_size(struct bench *b, size_t req_bytes)
@@ -371,10 +372,9 @@ static void overlap_size(struct bench *b, size_t req_bytes)
     if (count == 0)
         return;
     fill(b, count);
-    iallreduce_loop(b, count, b->opt.warmup, -1);
-    double pure = iallreduce_loop(b, count, b->opt.iters, -1);
-    double cpu = compute_alone(b, pure);
-    double overall = iallreduce_loop(b, count, b->opt.iters, pure);
+    iallreduce_loop(b, count, b->opt.warmup, -1, NULL);
+    double pure = iallreduce_loop(b, count, b->opt.iters, -1, NULL), cpu;
+    double overall = iallreduce_loop(b, count, b->opt.iters, pure, &cpu);
     pure = mean_over_ranks(pure, b->size);
     cpu = mean_over_ranks(cpu, b->size);
     overall = mean_over_ranks(overall, b->size);
