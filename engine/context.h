@@ -194,7 +194,8 @@ struct tide__ctx {
     pthread_t thread;
     bool thread_started;
     struct tide__mpsc cmds;
-    _Atomic int sleeping;     /* reactor is (about to be) blocked in the kernel */
+    _Atomic int sleeping;     /* threads (about to be) blocked in the reactor's kernel wait:
+                                 the progress thread, a caller in tide_wait, or both */
     _Atomic uint32_t napping; /* progress thread naps on this futex word */
     _Atomic bool parked;      /* progress thread sleeps on `waiters` (callers drive) */
     _Atomic uint32_t sleepers; /* callers in tide_wait asleep on `wake_gen` */

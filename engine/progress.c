@@ -261,13 +261,19 @@ void tide__progress_post(struct tide__ctx *ctx, struct tide__cmd *cmd, bool here
 }
 
 /* Block in the ring (holding the drive right) up to wait_ns, unless a
- * command is already queued. */
+ * command is already queued.  `sleeping` counts, not flags: the progress
+ * thread may be asleep in the ring too (it let go of the lock first),
+ * and a caller that cleared a flag on its way out left it asleep
+ * unannounced: the next release then skipped arm() and posts skipped
+ * the wake-up, so a handed-over operation waited for the sleep's cap
+ * (SLEEP_CAP_NS).  Seen here as whole 20 ms stalls: a 64 MiB overlap run
+ * at 0 % (both ranks' operations waiting to start). */
 static void block_in_ring(struct tide__ctx *ctx, uint64_t wait_ns)
 {
-    atomic_store(&ctx->sleeping, 1);
+    atomic_fetch_add(&ctx->sleeping, 1);
     if (tide__mpsc_empty(&ctx->cmds))
         tide__progress_turn(ctx, tide__progress_wait_budget(ctx, wait_ns));
-    atomic_store(&ctx->sleeping, 0);
+    atomic_fetch_sub(&ctx->sleeping, 1);
 }
 
 /* The spin is measured from the last turn that moved something, not
@@ -323,12 +329,12 @@ static void drive_while_needed(struct tide__ctx *ctx)
 static void release_and_sleep(struct tide__ctx *ctx)
 {
     uint64_t nap = tide__progress_wait_budget(ctx, SLEEP_CAP_NS);
-    atomic_store(&ctx->sleeping, 1);
+    atomic_fetch_add(&ctx->sleeping, 1);
     bool commands = !tide__mpsc_empty(&ctx->cmds);
     tide__progress_release(ctx);
     if (!commands)
         tide__reactor_sleep(&ctx->reactor, nap);
-    atomic_store(&ctx->sleeping, 0);
+    atomic_fetch_sub(&ctx->sleeping, 1);
 }
 
 /* The lock is busy: its holder runs the queue, and a post cannot free
@@ -473,7 +479,9 @@ int tide__progress_start(struct tide__ctx *ctx)
 void tide__progress_submit(struct tide__ctx *ctx, struct tide__cmd *cmd)
 {
     tide__mpsc_push(&ctx->cmds, &cmd->node);
-    if (atomic_exchange(&ctx->sleeping, 0)) {
+    if (atomic_load(&ctx->sleeping)) {
+        /* Written as long as anyone sleeps in the ring: a second post
+         * before the sleeper woke writes again, harmlessly. */
         uint64_t one = 1;
         ssize_t w = write(ctx->wake_fd, &one, sizeof one);
         (void)w; /* an eventfd write fails only on counter overflow: it is awake then */
