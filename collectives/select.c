@@ -79,16 +79,16 @@ static bool ring_pays(int n, size_t bytes)
  * With more ranks the others forward the bytes more often, so staging
  * pays sooner: 4-rank allreduce 256 KiB 93-97 against 231-249 us.  At
  * 2 ranks: allreduce 512 KiB 69-75 against 83-95 us, all-gather even at
- * 512 KiB and ahead from 1 MiB, broadcast behind the binomial tree up to
- * 512 KiB (83-92 against 72-75 us) and ahead from 2 MiB (93-97 against
- * 110-877 us). */
+ * 512 KiB and ahead from 1 MiB, broadcast (cut into pieces below two
+ * halves, stage_bcast.c) ahead of the binomial tree from 256 KiB (33-35
+ * against 38-39 us; 512 KiB 71 against 76-89). */
 static size_t stage_from(uint8_t kind, int n)
 {
     switch (kind) {
     case TIDE_KIND_ALLREDUCE:
         return n == 2 ? (size_t)512 << 10 : (size_t)128 << 10;
     case TIDE_KIND_BROADCAST:
-        return n == 2 ? (size_t)1 << 20 : (size_t)128 << 10;
+        return n == 2 ? (size_t)256 << 10 : (size_t)128 << 10;
     case TIDE_KIND_ALLGATHER:
         return n == 2 ? (size_t)512 << 10 : (size_t)256 << 10;
     default:
