@@ -119,7 +119,8 @@ void tide__stage_exchange(struct tide__stage *s, int set, uint32_t tag)
             tide__stage_send(s, set, q, tag);
 }
 
-bool tide__stage_is_send(const struct tide__stage *s, const tide__msg *m, int *q)
+/* Whether m is a send (else a receive of rank *q's note). */
+static bool is_send(const struct tide__stage *s, const tide__msg *m, int *q)
 {
     size_t i = (size_t)(m - s->msgs) % (2 * (size_t)s->n);
     *q = (int)(i % (size_t)s->n);
@@ -143,7 +144,7 @@ static bool take_note(struct tide__stage *s, tide__msg *m, int q, int set)
 int tide__stage_msg_done(struct tide__stage *s, tide__msg *m)
 {
     int q, set = (int)((size_t)(m - s->msgs) / (2 * (size_t)s->n));
-    if (!tide__stage_is_send(s, m, &q) && !take_note(s, m, q, set))
+    if (!is_send(s, m, &q) && !take_note(s, m, q, set))
         return -1;
     return --s->pending[set] == 0 ? set : -1;
 }
@@ -170,5 +171,9 @@ void tide__stage_release(tide_req *req)
 void tide__stage_describe(const tide_req *req, char *buf, size_t len)
 {
     const struct tide__stage *s = (const struct tide__stage *)req;
-    snprintf(buf, len, "round %u of %u", s->round + 1, s->nrounds);
+    if (s->round >= s->nrounds)
+        snprintf(buf, len, "after round %u of %u, waiting for every rank to be done reading",
+                 s->nrounds, s->nrounds);
+    else
+        snprintf(buf, len, "round %u of %u", s->round + 1, s->nrounds);
 }

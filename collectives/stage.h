@@ -68,9 +68,6 @@ void tide__stage_exchange(struct tide__stage *s, int set, uint32_t tag);
  * note that makes no sense). */
 int tide__stage_msg_done(struct tide__stage *s, tide__msg *m);
 
-/* Whether m is a send (else a receive of rank *q's note). */
-bool tide__stage_is_send(const struct tide__stage *s, const tide__msg *m, int *q);
-
 /* Half h of rank q's slot (ours for q == me). */
 const uint8_t *tide__stage_half(const struct tide__stage *s, int q, int h);
 
@@ -87,7 +84,7 @@ size_t tide__stage_round_span(const struct tide__stage *s, size_t *base);
  * at share_off(elems, n, q) (q == n: elems). */
 size_t tide__stage_share_off(size_t elems, int n, int q);
 
-/* The describe hook: "round k of K". */
+/* The describe hook: "round k of K" (or the done exchange after it). */
 void tide__stage_describe(const tide_req *req, char *buf, size_t len);
 
 #endif

@@ -18,7 +18,7 @@ enum { AWAIT_NOTE, AWAIT_SENT }; /* a reader's set: the root's note, our answer 
  * copy in, then out, with nothing to overlap: cut it into PIECES rounds
  * (of at least PIECE_MIN bytes), so the readers copy one round out while
  * the root copies the next in (2-rank 512 KiB: 83-98 us in one round,
- * 31-67 us in four). */
+ * 31-71 us in four). */
 #define PIECES 4
 #define PIECE_MIN ((size_t)64 << 10)
 
