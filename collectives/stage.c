@@ -24,18 +24,18 @@ size_t tide__stage_share_off(size_t elems, int n, int q)
     return uq * base + (uq < extra ? uq : extra);
 }
 
-void tide__stage_plan_rounds(struct tide__stage *s)
+void tide__stage_plan_rounds(struct tide__stage *s, size_t chunk)
 {
-    size_t each = s->half / s->c.esize;
-    s->nrounds = (uint32_t)((s->c.count + each - 1) / each);
+    size_t most = s->half / s->c.esize;
+    s->chunk = chunk && chunk < most ? chunk : most;
+    s->nrounds = (uint32_t)((s->c.count + s->chunk - 1) / s->chunk);
 }
 
-size_t tide__stage_round_span(const struct tide__stage *s, size_t *base)
+size_t tide__stage_round_span(const struct tide__stage *s, uint32_t k, size_t *base)
 {
-    size_t each = s->half / s->c.esize;
-    *base = (size_t)s->round * each;
+    *base = (size_t)k * s->chunk;
     size_t left = s->c.count - *base;
-    return left < each ? left : each;
+    return left < s->chunk ? left : s->chunk;
 }
 
 /* The arrays (areas, slots, notes, messages) in one piece of scratch. */

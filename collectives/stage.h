@@ -34,6 +34,7 @@ struct tide__stage {
     struct tide__coll c;
     int n, me;            /* group size, our rank in it */
     size_t half;          /* bytes of a half slot: one round's chunk at most */
+    size_t chunk;         /* elements per round (tide__stage_plan_rounds) */
     long off;             /* our slot in our area, if took */
     bool took;            /* we hold a slot (a zeroed request holds none) */
     uint8_t *mine;        /* our slot */
@@ -74,11 +75,11 @@ const uint8_t *tide__stage_half(const struct tide__stage *s, int q, int h);
 /* Release hook: give our slot back unless the operation failed. */
 void tide__stage_release(tide_req *req);
 
-/* Rounds over the c.count elements, at most half a slot each: sets
- * nrounds.  And the elements of the current round: [*base, *base +
- * return). */
-void tide__stage_plan_rounds(struct tide__stage *s);
-size_t tide__stage_round_span(const struct tide__stage *s, size_t *base);
+/* Rounds over the c.count elements, `chunk` of them each (at most half
+ * a slot; 0: a whole half): sets chunk and nrounds.  And the elements
+ * of round k: [*base, *base + return). */
+void tide__stage_plan_rounds(struct tide__stage *s, size_t chunk);
+size_t tide__stage_round_span(const struct tide__stage *s, uint32_t k, size_t *base);
 
 /* The even split of `elems` elements among n ranks: rank q's share starts
  * at share_off(elems, n, q) (q == n: elems). */

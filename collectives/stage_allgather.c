@@ -21,7 +21,7 @@ struct stage_allgather {
 static void round_in(struct stage_allgather *op)
 {
     struct tide__stage *s = &op->s;
-    size_t base, elems = tide__stage_round_span(s, &base);
+    size_t base, elems = tide__stage_round_span(s, s->round, &base);
     tide__coll_copy(&s->c, s->mine + (size_t)(s->round % 2) * s->half,
                     tide__at(&s->c, op->own, base), elems * s->c.esize);
     tide__stage_exchange(s, 0, 2 * s->round);
@@ -30,7 +30,7 @@ static void round_in(struct stage_allgather *op)
 static void copy_chunks(struct stage_allgather *op)
 {
     struct tide__stage *s = &op->s;
-    size_t base, elems = tide__stage_round_span(s, &base);
+    size_t base, elems = tide__stage_round_span(s, s->round, &base);
     for (int q = 0; q < s->n; q++)
         if (q != s->me)
             tide__coll_copy(&s->c, tide__at(&s->c, s->c.recvbuf, (size_t)q * s->c.count + base),
@@ -54,7 +54,7 @@ static void start(tide_req *req)
         memmove((char *)op->own, c->sendbuf, c->count * c->esize);
     if (tide__stage_begin(s, true))
         return;
-    tide__stage_plan_rounds(s);
+    tide__stage_plan_rounds(s, 0);
     round_in(op);
 }
 

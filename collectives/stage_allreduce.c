@@ -29,7 +29,7 @@ struct stage_allreduce {
 static void round_in(struct stage_allreduce *op)
 {
     struct tide__stage *s = &op->s;
-    size_t base, elems = tide__stage_round_span(s, &base), es = s->c.esize;
+    size_t base, elems = tide__stage_round_span(s, s->round, &base), es = s->c.esize;
     tide__coll_copy(&s->c, s->mine + (size_t)(s->round % 2) * s->half,
                     tide__at(&s->c, s->c.sendbuf, base), elems * es);
     op->phase = PH_IN;
@@ -40,7 +40,7 @@ static void round_in(struct stage_allreduce *op)
 static void reduce_share(struct stage_allreduce *op)
 {
     struct tide__stage *s = &op->s;
-    size_t base, elems = tide__stage_round_span(s, &base), es = s->c.esize;
+    size_t base, elems = tide__stage_round_span(s, s->round, &base), es = s->c.esize;
     int h = (int)(s->round % 2);
     size_t lo = tide__stage_share_off(elems, s->n, s->me);
     size_t len = tide__stage_share_off(elems, s->n, s->me + 1) - lo;
@@ -56,7 +56,7 @@ static void reduce_share(struct stage_allreduce *op)
 static void copy_shares(struct stage_allreduce *op)
 {
     struct tide__stage *s = &op->s;
-    size_t base, elems = tide__stage_round_span(s, &base), es = s->c.esize;
+    size_t base, elems = tide__stage_round_span(s, s->round, &base), es = s->c.esize;
     int h = (int)(s->round % 2);
     for (int q = 0; q < s->n; q++) {
         if (q == s->me)
@@ -78,7 +78,7 @@ static void start(tide_req *req)
     }
     if (tide__stage_begin(s, true))
         return;
-    tide__stage_plan_rounds(s);
+    tide__stage_plan_rounds(s, 0);
     round_in(op);
 }
 

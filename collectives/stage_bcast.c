@@ -24,29 +24,32 @@ enum { AWAIT_NOTE, AWAIT_SENT }; /* a reader's set: the root's note, our answer 
 
 struct stage_bcast {
     struct tide__stage s;
-    size_t chunk; /* bytes per round: at most half a slot */
     uint32_t set_round[STAGE_SETS]; /* the round each set carries */
     uint8_t set_state[STAGE_SETS];  /* readers: AWAIT_* */
     uint32_t rounds_done;
 };
 
-static size_t chunk_span(const struct stage_bcast *op, uint32_t k, size_t *off)
+/* Elements per round, a function of the signature only: every rank cuts
+ * alike.  From two halves on, whole halves (0): more rounds only added
+ * notes (2-rank 2 MiB 87-97 us in halves, 131-224 us in pieces of
+ * 256-512 KiB).  tide__stage_plan_rounds caps it at a half (small
+ * slots: the simulator's). */
+static size_t piece_elems(const struct tide__stage *s)
 {
-    size_t total = op->s.c.count * op->s.c.esize;
-    *off = (size_t)k * op->chunk;
-    return total - *off < op->chunk ? total - *off : op->chunk;
-}
-
-/* A function of the signature only: every rank cuts alike.  From two
- * halves on, whole halves: more rounds only added notes (2-rank 2 MiB
- * 87-97 us in halves, 131-224 us in pieces of 256-512 KiB). */
-static size_t chunk_bytes(const struct tide__stage *s, size_t total)
-{
+    size_t total = s->c.count * s->c.esize;
     if (total >= 2 * s->half)
-        return s->half;
+        return 0;
     size_t c = total / PIECES;
     c = c < PIECE_MIN ? PIECE_MIN : c;
-    return c < s->half ? c : s->half; /* small slots (the simulator's) */
+    return (c + s->c.esize - 1) / s->c.esize;
+}
+
+/* Round k's bytes of the vector: [*off, *off + return). */
+static size_t round_bytes(const struct tide__stage *s, uint32_t k, size_t *off)
+{
+    size_t base, elems = tide__stage_round_span(s, k, &base);
+    *off = base * s->c.esize;
+    return elems * s->c.esize;
 }
 
 /* Root: round k into half k % 2, its notes out and the answers awaited. */
@@ -54,7 +57,7 @@ static void root_post(struct stage_bcast *op, uint32_t k)
 {
     struct tide__stage *s = &op->s;
     int set = (int)(k % 2);
-    size_t off, len = chunk_span(op, k, &off);
+    size_t off, len = round_bytes(s, k, &off);
     op->set_round[set] = k;
     tide__coll_copy(&s->c, s->mine + (size_t)set * s->half, (char *)s->c.recvbuf + off, len);
     for (int q = 0; q < s->n && !s->c.req.failing; q++)
@@ -87,8 +90,7 @@ static void start(tide_req *req)
     bool root = c->req.comm->rank == c->root;
     if (tide__stage_begin(s, root))
         return;
-    op->chunk = chunk_bytes(s, total);
-    s->nrounds = (uint32_t)((total + op->chunk - 1) / op->chunk);
+    tide__stage_plan_rounds(s, piece_elems(s));
     for (uint32_t k = 0; k < STAGE_SETS && k < s->nrounds && !c->req.failing; k++) {
         if (root)
             root_post(op, k);
@@ -104,7 +106,7 @@ static void set_done(struct stage_bcast *op, int set)
     bool root = s->me == s->c.root;
     uint32_t k = op->set_round[set];
     if (!root && op->set_state[set] == AWAIT_NOTE) {
-        size_t off, len = chunk_span(op, k, &off);
+        size_t off, len = round_bytes(s, k, &off);
         tide__coll_copy(&s->c, (char *)s->c.recvbuf + off, tide__stage_half(s, s->c.root, set),
                         len);
         op->set_state[set] = AWAIT_SENT;

@@ -4,6 +4,7 @@
  * pair live in shm_send.c and shm_recv.c, the setup in shm_setup.c. */
 #include "transports/shm/shm.h"
 #include "transports/shm/shm_peer.h"
+#include "transports/stage_slots.h"
 #include "engine/log.h"
 
 #include <errno.h>
@@ -228,21 +229,14 @@ static uint8_t *stage_at(struct tide__transport *base, int peer, size_t *bytes,
 static long stage_take(struct tide__transport *base)
 {
     struct tide__shm *tp = shm_of(base);
-    for (int k = 0; tp->stage_ok && k < SHM_STAGE_SLOTS; k++) {
-        if (tp->stage_used & (1ull << k))
-            continue;
-        /* The lowest free slot: a steady workload keeps reusing the few
-         * slots whose pages are already in memory. */
-        tp->stage_used |= 1ull << k;
-        return (long)((size_t)k * SHM_STAGE_SLOT);
-    }
-    return -1;
+    if (!tp->stage_ok)
+        return -1;
+    return tide__stage_slot_take(&tp->stage_used, SHM_STAGE_SLOTS, SHM_STAGE_SLOT);
 }
 
 static void stage_give(struct tide__transport *base, long off)
 {
-    struct tide__shm *tp = shm_of(base);
-    tp->stage_used &= ~(1ull << (size_t)off / SHM_STAGE_SLOT);
+    tide__stage_slot_give(&shm_of(base)->stage_used, off, SHM_STAGE_SLOT);
 }
 
 static unsigned outstanding(struct tide__transport *base)

@@ -356,6 +356,13 @@ static int pair_up(struct tide__shm *tp, int *fds, const struct ident *ids, bool
 /* Step 5: does every rank share memory with every other?  Every rank
  * says whether it does to every other (over the pair's socket, whether
  * shared memory or TCP took it), so all of them conclude alike. */
+/* The pair's socket: the doorbell socket shared memory took, or the one
+ * left to TCP. */
+static int pair_fd(const struct tide__shm *tp, const int *fds, int p)
+{
+    return tp->peers[p].fd >= 0 ? tp->peers[p].fd : fds[p];
+}
+
 static int agree_on_stage(struct tide__shm *tp, const int *fds, uint64_t deadline)
 {
     uint8_t mine = tp->hdr != NULL, theirs = 0;
@@ -363,16 +370,13 @@ static int agree_on_stage(struct tide__shm *tp, const int *fds, uint64_t deadlin
         if (p != tp->rank && tp->peers[p].fd < 0)
             mine = 0;
     bool all = mine;
-    for (int p = 0; p < tp->size; p++) {
-        int fd = tp->peers[p].fd >= 0 ? tp->peers[p].fd : fds[p];
-        if (p != tp->rank && move_bytes(fd, &mine, 1, true, deadline))
+    for (int p = 0; p < tp->size; p++)
+        if (p != tp->rank && move_bytes(pair_fd(tp, fds, p), &mine, 1, true, deadline))
             return TIDE_EBOOTSTRAP;
-    }
     for (int p = 0; p < tp->size; p++) {
-        int fd = tp->peers[p].fd >= 0 ? tp->peers[p].fd : fds[p];
         if (p == tp->rank)
             continue;
-        if (move_bytes(fd, &theirs, 1, false, deadline))
+        if (move_bytes(pair_fd(tp, fds, p), &theirs, 1, false, deadline))
             return TIDE_EBOOTSTRAP;
         all = all && theirs == 1;
     }

@@ -9,6 +9,7 @@
  * arrival rather than at posting is deliberate: an algorithm that touches
  * a buffer it has handed to the transport is caught by the results. */
 #include "transports/sim/sim.h"
+#include "transports/stage_slots.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,19 +362,15 @@ static uint8_t *stage_at(struct tide__transport *base, int peer, size_t *bytes,
 static long stage_take(struct tide__transport *base)
 {
     struct sim_rank *r = rank_of(base);
-    for (int k = 0; r->sim->stage && k < SIM_STAGE_SLOTS; k++) {
-        if (!(r->stage_used & (1ull << k))) {
-            r->stage_used |= 1ull << k;
-            return (long)((size_t)k * r->sim->cfg.stage_slot_bytes);
-        }
-    }
-    return -1;
+    if (!r->sim->stage)
+        return -1;
+    return tide__stage_slot_take(&r->stage_used, SIM_STAGE_SLOTS, r->sim->cfg.stage_slot_bytes);
 }
 
 static void stage_give(struct tide__transport *base, long off)
 {
     struct sim_rank *r = rank_of(base);
-    r->stage_used &= ~(1ull << ((size_t)off / r->sim->cfg.stage_slot_bytes));
+    tide__stage_slot_give(&r->stage_used, off, r->sim->cfg.stage_slot_bytes);
 }
 
 static const struct tide__transport_ops sim_ops = {
