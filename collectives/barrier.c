@@ -67,7 +67,7 @@ static const struct tide__op_vtbl barrier_vtbl = {"barrier", barrier_start, barr
 
 const struct tide__algo tide__algo_dissemination_barrier = {"dissemination",
                                                             sizeof(struct barrier_op),
-                                                            &barrier_vtbl, NULL};
+                                                            &barrier_vtbl, NULL, NULL};
 
 int tide_ibarrier(tide_comm *comm, tide_req **out)
 {
@@ -78,8 +78,7 @@ int tide_ibarrier(tide_comm *comm, tide_req **out)
     /* One algorithm, but a misspelt TIDE_ALGO_BARRIER is refused like
      * any other collective's. */
     char why[200];
-    const struct tide__algo *algo = tide__select(TIDE_KIND_BARRIER, comm->size, 0, false, why,
-                                                 sizeof why);
+    const struct tide__algo *algo = tide__select(TIDE_KIND_BARRIER, comm, 0, why, sizeof why);
     if (!algo) {
         tide__log(TIDE_LOG_WARN, comm->rank, "tide_ibarrier: %s", why);
         return TIDE_EINVAL;

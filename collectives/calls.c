@@ -100,33 +100,32 @@ static int stage(struct call *k, size_t out_bytes)
     return 0;
 }
 
-static int launch(struct call *k, tide_req **out)
+/* Make the request of call k with the algorithm chosen for it, numbered
+ * (as a part of another request if `part`, subreq.c) but not submitted.
+ * On failure what k owns is freed. */
+static int make(struct call *k, bool part, tide_req **out)
 {
     tide_comm *comm = k->comm;
     char why[200];
     /* Selected even for a group of one, so a misnamed TIDE_ALGO_* fails
      * on one rank as it would at scale. */
-    const struct tide__algo *algo = tide__select(k->kind, comm->size, k->bytes,
-                                                 tide__stage_offered(comm), why, sizeof why);
+    const struct tide__algo *algo = tide__select(k->kind, comm, k->bytes, why, sizeof why);
     if (algo && comm->size == 1)
         algo = &tide__algo_local;
-    if (!algo) {
-        free(k->blk.offs);
-        if (k->stage_to)
-            free(k->recvbuf);
-        return reject(k, "%s", why);
-    }
-    tide_req *req = tide__req_new(comm, algo->vt, algo->op_size);
+    tide_req *req = algo ? tide__req_new(comm, algo->vt, algo->op_size) : NULL;
     if (!req) {
         free(k->blk.offs);
         if (k->stage_to)
             free(k->recvbuf);
-        return TIDE_ENOMEM;
+        return algo ? TIDE_ENOMEM : reject(k, "%s", why);
     }
     struct tide__coll *c = (struct tide__coll *)req;
     req->opname = k->name;
     req->algorithm = algo->name;
-    tide__coll_number(req);
+    if (part)
+        tide__part_number(req);
+    else
+        tide__coll_number(req);
     bool rooted = k->kind == TIDE_KIND_BROADCAST || k->kind == TIDE_KIND_REDUCE ||
                   k->kind == TIDE_KIND_GATHER || k->kind == TIDE_KIND_SCATTER;
     req->sig.kind = k->kind;
@@ -150,8 +149,17 @@ static int launch(struct call *k, tide_req **out)
     c->algo = algo;
     c->stage_to = k->stage_to;
     c->stage_bytes = k->stage_bytes;
+    c->req.op_bytes = k->bytes;
+    if (algo->prepare)
+        algo->prepare(c);
     *out = req;
-    return tide__req_submit(req, k->bytes);
+    return 0;
+}
+
+static int launch(struct call *k, tide_req **out)
+{
+    int rc = make(k, false, out);
+    return rc ? rc : tide__req_submit(*out, k->bytes);
 }
 
 static struct call call_of(const char *fn, const char *name, uint8_t kind, tide_comm *comm,
@@ -161,6 +169,16 @@ static struct call call_of(const char *fn, const char *name, uint8_t kind, tide_
     struct call k = {fn, name, kind, comm, sendbuf, recvbuf, count, dtype, op, root,
                      {0, 0, NULL}, 0, NULL, 0};
     return k;
+}
+
+int tide__coll_part(uint8_t kind, const char *name, tide_comm *comm, const void *sendbuf,
+                    void *recvbuf, size_t count, tide_dtype dtype, tide_op op, tide_req **out)
+{
+    struct call k = call_of("a part of a collective", name, kind, comm, sendbuf, recvbuf, count,
+                            dtype, op, 0);
+    k.blk.total = count;
+    k.bytes = count * tide_dtype_size(dtype);
+    return make(&k, true, out);
 }
 
 /* ---- allreduce ---- */

@@ -42,12 +42,16 @@ struct tide__rounds {
 
 /* An algorithm: its name (as tide_req_algorithm reports it) and how the
  * engine runs it.  Round-based ones set rounds and use tide__coll_vtbl;
- * op_size is the size of their request struct. */
+ * op_size is the size of their request struct.  prepare, optional, runs
+ * on the caller's thread once the request is made and numbered: an
+ * algorithm made of other collectives (hier.c) makes them there, since
+ * their sequence numbers must follow the calling order. */
 struct tide__algo {
     const char *name;
     size_t op_size;
     const struct tide__op_vtbl *vt;
     const struct tide__rounds *rounds;
+    void (*prepare)(struct tide__coll *c);
 };
 
 /* How a vector is cut into one block per rank.  Exactly one of: blocks
@@ -171,12 +175,22 @@ void tide__coll_avg(struct tide__coll *c, void *buf, size_t n);
 /* Reactor: release hook shared by all collectives (scratch, offsets). */
 void tide__coll_release(tide_req *req);
 
-/* The algorithm for a collective of kind over n ranks moving `bytes`
- * (the whole vector), honouring TIDE_ALGO_<KIND>; `shared`: the ranks
- * share staging memory (stage.h).  NULL, with why filled, when the
- * variable names no algorithm of that collective. */
-const struct tide__algo *tide__select(uint8_t kind, int n, size_t bytes, bool shared, char *why,
+/* The algorithm for a collective of kind over comm moving `bytes` (the
+ * whole vector), honouring TIDE_ALGO_<KIND>: by comm's size and hosts
+ * (engine/hosts.c: whether its ranks share staging memory, whether they
+ * are spread over hosts).  NULL, with why filled, when the variable
+ * names no algorithm of that collective. */
+const struct tide__algo *tide__select(uint8_t kind, const tide_comm *comm, size_t bytes, char *why,
                                       size_t len);
+
+/* A collective made as part of another (hier.c, engine/subreq.c): kind
+ * (all-reduce, reduce-scatter-v or all-gather-v, the blocks of the
+ * latter two being count split evenly) on comm, with buffers the calling
+ * collective has checked; its algorithm chosen for comm; numbered, not
+ * submitted.  0, or TIDE_ENOMEM / TIDE_EINVAL (a TIDE_ALGO_* naming
+ * nothing), logged. */
+int tide__coll_part(uint8_t kind, const char *name, tide_comm *comm, const void *sendbuf,
+                    void *recvbuf, size_t count, tide_dtype dtype, tide_op op, tide_req **out);
 
 /* A small number naming an algorithm on the wire (frame flags), and back. */
 uint8_t tide__algo_id(const struct tide__algo *algo);
@@ -203,5 +217,7 @@ extern const struct tide__algo tide__algo_local; /* a group of one */
 extern const struct tide__algo tide__algo_stage_allreduce;
 extern const struct tide__algo tide__algo_stage_allgather;
 extern const struct tide__algo tide__algo_stage_bcast;
+/* over several hosts, through comm->host and comm->cross (engine/hosts.c) */
+extern const struct tide__algo tide__algo_hier_allreduce;
 
 #endif

@@ -14,49 +14,59 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What an algorithm needs of the group to run at all. */
+enum need {
+    ANY = 0,
+    POW2,   /* a power-of-two group */
+    SHARED, /* staging memory (stage.h) */
+    HOSTS,  /* ranks spread evenly over hosts (engine/hosts.c) */
+};
+
 struct choice {
     const char *name;
     const struct tide__algo *algo;
-    bool pow2_only;
-    bool shared_only; /* needs staging memory (stage.h) */
+    enum need need;
 };
+
+#define CHOICES 5
 
 struct family {
     uint8_t kind;
     const char *env; /* TIDE_ALGO_... */
-    struct choice c[4];
+    struct choice c[CHOICES];
 };
 
 static const struct family families[] = {
     {TIDE_KIND_ALLREDUCE, "TIDE_ALGO_ALLREDUCE",
-     {{"ring", &tide__algo_ring_allreduce, false, false},
-      {"recursive_doubling", &tide__algo_rd_allreduce, false, false},
-      {"rabenseifner", &tide__algo_rabenseifner, false, false},
-      {"shm", &tide__algo_stage_allreduce, false, true}}},
+     {{"ring", &tide__algo_ring_allreduce, ANY},
+      {"recursive_doubling", &tide__algo_rd_allreduce, ANY},
+      {"rabenseifner", &tide__algo_rabenseifner, ANY},
+      {"shm", &tide__algo_stage_allreduce, SHARED},
+      {"hier", &tide__algo_hier_allreduce, HOSTS}}},
     {TIDE_KIND_BROADCAST, "TIDE_ALGO_BROADCAST",
-     {{"binomial", &tide__algo_binomial_bcast, false, false},
-      {"chain", &tide__algo_chain_bcast, false, false},
-      {"shm", &tide__algo_stage_bcast, false, true}}},
-    {TIDE_KIND_REDUCE, "TIDE_ALGO_REDUCE", {{"binomial", &tide__algo_binomial_reduce, false, false}}},
+     {{"binomial", &tide__algo_binomial_bcast, ANY},
+      {"chain", &tide__algo_chain_bcast, ANY},
+      {"shm", &tide__algo_stage_bcast, SHARED}}},
+    {TIDE_KIND_REDUCE, "TIDE_ALGO_REDUCE", {{"binomial", &tide__algo_binomial_reduce, ANY}}},
     {TIDE_KIND_ALLGATHER, "TIDE_ALGO_ALLGATHER",
-     {{"ring", &tide__algo_ring_allgather, false, false},
-      {"bruck", &tide__algo_bruck_allgather, false, false},
-      {"recursive_doubling", &tide__algo_rd_allgather, true, false},
-      {"shm", &tide__algo_stage_allgather, false, true}}},
+     {{"ring", &tide__algo_ring_allgather, ANY},
+      {"bruck", &tide__algo_bruck_allgather, ANY},
+      {"recursive_doubling", &tide__algo_rd_allgather, POW2},
+      {"shm", &tide__algo_stage_allgather, SHARED}}},
     {TIDE_KIND_ALLGATHERV, "TIDE_ALGO_ALLGATHERV",
-     {{"ring", &tide__algo_ring_allgather, false, false}}},
+     {{"ring", &tide__algo_ring_allgather, ANY}}},
     {TIDE_KIND_REDUCE_SCATTER, "TIDE_ALGO_REDUCE_SCATTER",
-     {{"ring", &tide__algo_ring_reduce_scatter, false, false},
-      {"recursive_halving", &tide__algo_rh_reduce_scatter, false, false}}},
+     {{"ring", &tide__algo_ring_reduce_scatter, ANY},
+      {"recursive_halving", &tide__algo_rh_reduce_scatter, ANY}}},
     {TIDE_KIND_REDUCE_SCATTERV, "TIDE_ALGO_REDUCE_SCATTERV",
-     {{"ring", &tide__algo_ring_reduce_scatter, false, false},
-      {"recursive_halving", &tide__algo_rh_reduce_scatter, false, false}}},
-    {TIDE_KIND_GATHER, "TIDE_ALGO_GATHER", {{"binomial", &tide__algo_binomial_gather, false, false}}},
-    {TIDE_KIND_SCATTER, "TIDE_ALGO_SCATTER", {{"binomial", &tide__algo_binomial_scatter, false, false}}},
+     {{"ring", &tide__algo_ring_reduce_scatter, ANY},
+      {"recursive_halving", &tide__algo_rh_reduce_scatter, ANY}}},
+    {TIDE_KIND_GATHER, "TIDE_ALGO_GATHER", {{"binomial", &tide__algo_binomial_gather, ANY}}},
+    {TIDE_KIND_SCATTER, "TIDE_ALGO_SCATTER", {{"binomial", &tide__algo_binomial_scatter, ANY}}},
     {TIDE_KIND_ALLTOALL, "TIDE_ALGO_ALLTOALL",
-     {{"pairwise", &tide__algo_pairwise_alltoall, false, false}}},
+     {{"pairwise", &tide__algo_pairwise_alltoall, ANY}}},
     {TIDE_KIND_BARRIER, "TIDE_ALGO_BARRIER",
-     {{"dissemination", &tide__algo_dissemination_barrier, false, false}}},
+     {{"dissemination", &tide__algo_dissemination_barrier, ANY}}},
 };
 
 /* A ring pays a round per rank (two for an all-reduce) where the
@@ -110,13 +120,29 @@ static const struct tide__algo *staged(uint8_t kind, int n, size_t bytes)
     }
 }
 
+/* Ranks spread evenly over hosts, at least two on each (hosts.c). */
+static bool hierarchical(const tide_comm *comm)
+{
+    return comm->nhosts >= 2 && comm->per_host >= 2;
+}
+
+/* Across hosts, the hierarchical all-reduce sends 1/per_host of the
+ * vector over the network per rank where a flat one sends all of it,
+ * and its three parts cost three latencies (two of them inside a host)
+ * where recursive doubling pays log2 n.  HIER_FROM: see
+ * docs/algorithms.md, "Hierarchical collectives", for the runs. */
+#define HIER_FROM ((size_t)64 << 10)
+
 /* The default: small vectors want few rounds, large ones few bytes per
  * rank. */
-static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes, bool shared)
+static const struct tide__algo *by_size(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
-    const struct tide__algo *fast = shared ? staged(kind, n, bytes) : NULL;
+    int n = comm->size;
+    const struct tide__algo *fast = comm->shared ? staged(kind, n, bytes) : NULL;
     if (fast)
         return fast;
+    if (kind == TIDE_KIND_ALLREDUCE && hierarchical(comm) && bytes >= HIER_FROM)
+        return &tide__algo_hier_allreduce;
     switch (kind) {
     case TIDE_KIND_ALLREDUCE:
         /* Measured here at 2 and 4 ranks (against Open MPI, README):
@@ -161,26 +187,29 @@ static const struct tide__algo *by_size(uint8_t kind, int n, size_t bytes, bool 
     }
 }
 
-const struct tide__algo *tide__select(uint8_t kind, int n, size_t bytes, bool shared, char *why,
+const struct tide__algo *tide__select(uint8_t kind, const tide_comm *comm, size_t bytes, char *why,
                                       size_t len)
 {
+    int n = comm->size;
     const struct family *f = NULL;
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         if (families[i].kind == kind)
             f = &families[i];
     const char *want = f ? getenv(f->env) : NULL;
     if (!want || !*want)
-        return by_size(kind, n, bytes, shared);
+        return by_size(kind, comm, bytes);
 
-    for (int i = 0; i < 4 && f->c[i].name; i++) {
-        if (strcmp(want, f->c[i].name) != 0)
+    for (int i = 0; i < CHOICES && f->c[i].name; i++) {
+        const struct choice *c = &f->c[i];
+        if (strcmp(want, c->name) != 0)
             continue;
-        if ((f->c[i].pow2_only && !tide__is_pow2(n)) || (f->c[i].shared_only && !shared))
-            return by_size(kind, n, bytes, shared);
-        return f->c[i].algo;
+        if ((c->need == POW2 && !tide__is_pow2(n)) || (c->need == SHARED && !comm->shared) ||
+            (c->need == HOSTS && !hierarchical(comm)))
+            return by_size(kind, comm, bytes);
+        return c->algo;
     }
     int used = snprintf(why, len, "%s=%s names no algorithm; choose one of:", f->env, want);
-    for (int i = 0; i < 4 && f->c[i].name && used > 0 && (size_t)used < len; i++)
+    for (int i = 0; i < CHOICES && f->c[i].name && used > 0 && (size_t)used < len; i++)
         used += snprintf(why + used, len - (size_t)used, " %s", f->c[i].name);
     return NULL;
 }
@@ -193,7 +222,7 @@ static const struct tide__algo *const all_algos[] = {
     &tide__algo_binomial_bcast,  &tide__algo_chain_bcast,       &tide__algo_binomial_reduce,
     &tide__algo_binomial_gather, &tide__algo_binomial_scatter,  &tide__algo_pairwise_alltoall,
     &tide__algo_dissemination_barrier, &tide__algo_stage_allreduce, &tide__algo_stage_allgather,
-    &tide__algo_stage_bcast,
+    &tide__algo_stage_bcast,     &tide__algo_hier_allreduce,
 };
 
 uint8_t tide__algo_id(const struct tide__algo *algo)

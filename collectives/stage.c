@@ -11,12 +11,6 @@ static int world_rank(const tide_comm *comm, int q)
     return comm->world_of ? comm->world_of[q] : q;
 }
 
-bool tide__stage_offered(const tide_comm *comm)
-{
-    struct tide__transport *tp = comm->ctx->tp;
-    size_t bytes, slot;
-    return tp && tp->ops->stage_at && tp->ops->stage_at(tp, comm->ctx->rank, &bytes, &slot);
-}
 
 size_t tide__stage_share_off(size_t elems, int n, int q)
 {

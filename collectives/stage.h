@@ -2,7 +2,8 @@
  * rank of the group maps every other's staging area (transport.h), so a
  * rank copies its part into a slot of its own area once and its peers
  * read it from there, instead of each byte crossing a ring of messages
- * or a socket.  Offered when the whole job shares one host's memory.
+ * or a socket.  Offered to a communicator whose members all map each
+ * other's areas (comm->shared, engine/hosts.c): one host's ranks.
  *
  * The data never travels in messages.  Messages are notes of 8 bytes
  * that say "my part of round k is in my slot, at this offset" (or "I
@@ -47,10 +48,6 @@ struct tide__stage {
     int pending[STAGE_SETS];
     uint32_t round, nrounds;
 };
-
-/* Whether comm's ranks can run staged algorithms: the transport offers
- * staging memory (it does so for all ranks of the job alike). */
-bool tide__stage_offered(const tide_comm *comm);
 
 /* Start: look up every rank's area, and take a slot of ours if take_slot
  * (readers that publish nothing, as the broadcast's, take none).  0, or

@@ -239,7 +239,9 @@ int tide_comm_shrink(tide_comm *comm, tide_comm **newcomm)
     for (int r = 0; members && r < comm->size; r++)
         if (!bit(state + 1, r))
             members[k++] = r;
-    rc = members ? tide__comm_survivors(comm, members, k, wire, newcomm) : TIDE_ENOMEM;
+    rc = members ? tide__comm_derive(comm, members, k, wire, newcomm) : TIDE_ENOMEM;
+    if (!rc)
+        tide__comm_hosts_init(*newcomm);
     free(members);
     free(state);
     return rc;

@@ -151,6 +151,8 @@ int tide_init_with(tide_comm **out, const tide_config *cfg)
         rc = tide__trace_open(ctx, cfg->trace_path);
     if (!rc)
         rc = tide__transport_open(ctx);
+    if (!rc)
+        tide__comm_hosts_init(&ctx->world);
     if (!rc) {
         rc = ctx->drive->start(ctx);
         if (rc) {
@@ -159,6 +161,7 @@ int tide_init_with(tide_comm **out, const tide_config *cfg)
         }
     }
     if (rc) {
+        tide__comm_hosts_free(&ctx->world);
         tide__ctx_unref(ctx);
         return rc;
     }
@@ -231,6 +234,7 @@ int tide_finalize(tide_comm *comm)
         return TIDE_EINVAL;
     tide__trace_collect(ctx); /* collective when tracing: every rank sends rank 0 its events */
     ctx->drive->stop(ctx);
+    tide__comm_hosts_free(&ctx->world);
     ctx->tp->ops->destroy(ctx->tp);
     ctx->tp = NULL;
     tide__ctx_unref(ctx);

@@ -167,6 +167,15 @@ struct tide_comm {
      * (revoke.c); read by callers too (a request on it fails at start). */
     _Atomic bool revoked;
     _Atomic uint64_t agreements; /* agree/shrink calls made on it (agree.c) */
+    /* Hosts (hosts.c), set once as the communicator is made. */
+    bool shared;               /* its members map each other's staging areas */
+    int nhosts, per_host;      /* hosts its members are on; members on each,
+                                  or 0 when the hosts do not have as many */
+    tide_comm *host, *cross;   /* the hierarchy, when per_host >= 2 on >= 2
+                                  hosts: our host's members, and the members
+                                  at our place on every host; NULL if not */
+    int hosts_err;             /* making them failed: hierarchical collectives
+                                  on comm fail with it */
     tide_comm *next;           /* in the context's list of comms */
     struct tide__recorder *rec; /* reactor: its last collectives (recorder.c), made
                                    at its first; NULL until then or if memory ran out */
@@ -413,11 +422,14 @@ void tide__poison_comm(struct tide__ctx *ctx, tide_comm *comm, uint64_t seq, int
 #define TIDE_RECOVERY_SEQ(k) (UINT64_MAX - 1 - (uint64_t)(k))
 #define TIDE_RECOVERY_SEQ_MIN (UINT64_MAX - (1ull << 32))
 
-/* subcomm.c: the communicator of parent's ranks members[0..n-1] (sorted,
- * this rank among them) that shrink decided; salt (the agreement's
- * sequence number) makes its id differ from earlier shrinks'. */
-int tide__comm_survivors(tide_comm *parent, const int *members, int n, uint64_t salt,
-                         tide_comm **out);
+/* subcomm.c: a communicator of parent's ranks members[0..n-1] (parent
+ * ranks, in the new order, this rank among them) that every member
+ * derives alike without a message, as shrink's survivors and the
+ * hierarchy's communicators are; salt (for shrink, the agreement's
+ * sequence number) makes its id differ from others' of the same
+ * members. */
+int tide__comm_derive(tide_comm *parent, const int *members, int n, uint64_t salt,
+                      tide_comm **out);
 
 /* ---- scratch.c: reactor-owned temporary buffers ---- */
 
@@ -432,6 +444,30 @@ void tide__scratch_free_all(struct tide__ctx *ctx);
 
 /* Drop a reference to a sub-communicator; the last one frees it. */
 void tide__comm_unref(tide_comm *comm);
+
+/* ---- subreq.c: a request made of requests ---- */
+
+/* Give part (a collective made with tide__req_new, not submitted) its
+ * sequence number on its communicator: when its parent is called. */
+void tide__part_number(tide_req *part);
+/* Reactor: start part as a part of req, through m (which it fills).
+ * req's step gets m when part succeeded (m->buf is part); req fails with
+ * part's account when it failed.  req holds part's user reference. */
+void tide__req_post_part(tide_req *req, tide__msg *m, tide_req *part);
+/* request.c's delivery: part failed; fail req with its account. */
+void tide__part_failed(tide_req *req, tide_req *part);
+/* Reactor: a part never posted because its parent ended first: start it
+ * failing with err and why, so its number counts as failed here. */
+void tide__req_drop_part(tide_req *part, int err, const char *why);
+
+/* ---- hosts.c: which members share a host; the hierarchy's communicators ---- */
+
+/* Once, as comm is made (the caller's thread, before any collective on
+ * it): learn its hosts from the transport and, when the members are
+ * spread evenly over several hosts, make comm->host and comm->cross. */
+void tide__comm_hosts_init(tide_comm *comm);
+/* With comm: free the communicators hosts_init made. */
+void tide__comm_hosts_free(tide_comm *comm);
 /* The communicator of this process with wire id `id` (the world or a
  * live sub-communicator), or NULL.  Any thread. */
 tide_comm *tide__comm_find(struct tide__ctx *ctx, uint32_t id);

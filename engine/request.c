@@ -171,13 +171,15 @@ static void start(tide_req *req)
         tide__req_fail(req, TIDE_EREVOKED, "cannot start: the communicator was revoked");
         return;
     }
-    if (tide__async_error_report(req))
-        return;
     if (tide__timer_arm(ctx->timers, &req->timer, req->deadline_ns) < 0) {
         tide__req_fail(req, TIDE_ENOMEM, "cannot arm its deadline");
         return;
     }
     if (req->seq && tide__check_notes(req))
+        return;
+    /* After the notes: a part its parent dropped (subreq.c) has a number,
+     * and must count as started here. */
+    if (tide__async_error_report(req))
         return;
     req->vt->start(req);
 }
@@ -240,6 +242,10 @@ void tide__req_post(tide_req *req, tide__msg *m)
     m->status = 0;
     m->got = 0;
     m->completed = 0;
+    if (m->dir == TIDE_MSG_OP) { /* a part (subreq.c): it runs, the transport never sees it */
+        start(m->buf);
+        return;
+    }
     if (req->ctx->trace)
         m->trace_t0 = tide__now_ns();
     tp->ops->post(tp, m);
@@ -312,8 +318,13 @@ void tide__req_fail(tide_req *req, int err, const char *fmt, ...)
     while (m) {
         tide__msg *next = m->req_next;
         /* A completed message is already queued for delivery, where it
-         * will be unlinked; the others we take back if we can. */
-        if (!m->completed && tp->ops->withdraw(tp, m, err) == 0)
+         * will be unlinked; the others we take back if we can.  A part
+         * (subreq.c) fails too, and its completion follows. */
+        if (m->completed)
+            ;
+        else if (m->dir == TIDE_MSG_OP)
+            tide__req_fail(m->buf, err, "the %s it is part of failed", req->opname);
+        else if (tp->ops->withdraw(tp, m, err) == 0)
             unlink_msg(req, m);
         m = next;
     }
@@ -324,6 +335,10 @@ void tide__req_fail(tide_req *req, int err, const char *fmt, ...)
 /* A message failed: fail its request with an account of which peer. */
 static void fail_from_msg(tide_req *req, tide__msg *m)
 {
+    if (m->dir == TIDE_MSG_OP) {
+        tide__part_failed(req, m->buf);
+        return;
+    }
     struct tide__transport *tp = req->ctx->tp;
     const char *why = tp->ops->peer_reason(tp, m->peer);
     const char *dir = m->dir == TIDE_MSG_SEND ? "send to" : "receive from";
@@ -360,7 +375,7 @@ int tide__ctx_deliver(struct tide__ctx *ctx)
             continue;
         }
         unlink_msg(req, m);
-        if (ctx->trace)
+        if (ctx->trace && m->dir != TIDE_MSG_OP)
             trace_msg(ctx->trace, req, m);
         if (req->failing) {
             if (!req->nlive)
@@ -387,11 +402,16 @@ void tide__req_expire(tide_req *req)
 
 void tide__ctx_fail_all(struct tide__ctx *ctx, int err, const char *why)
 {
+    /* From the head again after each: failing one may finish others (a
+     * request made of requests, subreq.c, its parts). */
     tide_req *req = ctx->active;
     while (req) {
-        tide_req *next = req->act_next;
+        if (req->failing || req->finished) {
+            req = req->act_next;
+            continue;
+        }
         tide__req_fail(req, err, "%s", why);
-        req = next;
+        req = ctx->active;
     }
 }
 

@@ -36,14 +36,17 @@ void tide__comm_revoked(tide_comm *comm, int origin, int from)
     snprintf(text, sizeof text, "rank %d revoked communicator %u", origin, comm->id);
     tide__log(TIDE_LOG_INFO, ctx->rank, "%s (heard from rank %d)", text, from);
     tide__poison_comm(ctx, comm, TIDE_REVOKE_SEQ, TIDE_EREVOKED, origin + 1, text);
+    /* From the head again after each: failing one may finish others (a
+     * request made of requests, subreq.c, its parts). */
     tide_req *req = ctx->active;
     while (req) {
-        tide_req *next = req->act_next;
-        if (req->comm == comm && !req->survives_revoke) {
-            req->told_by_peer = true; /* everyone hears the notice: no poison per op */
-            tide__req_fail(req, TIDE_EREVOKED, "%s", text);
+        if (req->comm != comm || req->survives_revoke || req->failing || req->finished) {
+            req = req->act_next;
+            continue;
         }
-        req = next;
+        req->told_by_peer = true; /* everyone hears the notice: no poison per op */
+        tide__req_fail(req, TIDE_EREVOKED, "%s", text);
+        req = ctx->active;
     }
 }
 

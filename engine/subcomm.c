@@ -1,6 +1,7 @@
 /* subcomm.c - communicators made from others: tide_comm_split (MPI's
- * semantics) and tide_comm_create_group (the seed's SubBackend, sorted
- * and de-duplicated members), and their release.
+ * semantics), tide_comm_create_group (the seed's SubBackend, sorted
+ * and de-duplicated members), those the engine derives (shrink's
+ * survivors, the hierarchy's of hosts.c), and their release.
  *
  * A sub-communicator shares its parent's context, transport and
  * connections; only its rank mapping and its id differ.  The id goes on
@@ -114,6 +115,7 @@ int tide_comm_free(tide_comm *comm)
         }
     }
     pthread_mutex_unlock(&ctx->pool_lock);
+    tide__comm_hosts_free(comm);
     tide__comm_unref(comm);
     return 0;
 }
@@ -169,6 +171,8 @@ int tide_comm_split(tide_comm *comm, int color, int key, tide_comm **newcomm)
     }
     uint32_t id = mix(mix(mix(2166136261u, comm->id), seq), (uint64_t)(uint32_t)mine[0]);
     rc = comm_new(comm, members, k, rank, id, newcomm);
+    if (!rc)
+        tide__comm_hosts_init(*newcomm);
 out:
     free(all);
     free(m);
@@ -253,14 +257,16 @@ int tide_comm_create_group(tide_comm *comm, const int *ranks, int n, tide_comm *
     uint64_t before = group_count(comm, id);
     int rc = before == UINT64_MAX ? TIDE_ENOMEM
                                   : comm_new(comm, members, k, rank, mix(id, before), newcomm);
+    if (!rc)
+        tide__comm_hosts_init(*newcomm);
     free(members);
     return rc;
 }
 
-/* ---- shrink (agree.c decides the members) ---- */
+/* ---- derived: shrink's survivors, hosts.c's internal communicators ---- */
 
-int tide__comm_survivors(tide_comm *parent, const int *members, int n, uint64_t salt,
-                         tide_comm **out)
+int tide__comm_derive(tide_comm *parent, const int *members, int n, uint64_t salt,
+                      tide_comm **out)
 {
     int rank = -1;
     uint32_t id = mix(mix(2166136261u, parent->id), salt);

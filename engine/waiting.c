@@ -26,12 +26,25 @@ static bool add_peer(int *peers, int *n, int max, int peer)
     return true;
 }
 
+/* A request made of requests (subreq.c) waits on what its running parts
+ * wait on. */
+static void collect(const tide_req *req, enum tide__msg_dir dir, int *peers, int *n, int max,
+                    int *more)
+{
+    for (const tide__msg *m = req->live; m; m = m->req_next) {
+        if (m->completed)
+            continue;
+        if (m->dir == TIDE_MSG_OP)
+            collect(m->buf, dir, peers, n, max, more);
+        else if (m->dir == dir && !add_peer(peers, n, max, m->peer))
+            (*more)++;
+    }
+}
+
 int tide__req_waits_on(const tide_req *req, enum tide__msg_dir dir, int *peers, int max)
 {
     int n = 0, more = 0;
-    for (const tide__msg *m = req->live; m; m = m->req_next)
-        if (m->dir == dir && !m->completed && !add_peer(peers, &n, max, m->peer))
-            more++;
+    collect(req, dir, peers, &n, max, &more);
     return n + more;
 }
 

@@ -705,6 +705,15 @@ typedef struct tide_sim_config {
                           * the staged collectives ("shm") run and are fuzzed
                           * with as many rounds as small slots make; 0: not
                           * (default) */
+    int ranks_per_host;  /* > 0: a two-level network.  Ranks r with the same
+                          * r / ranks_per_host share a host: messages between
+                          * them cost host_alpha_s and host_bandwidth, the
+                          * others alpha_s and bandwidth; staging memory (if
+                          * any) is shared within a host only; and hierarchical
+                          * collectives group ranks by host.  0: one host of
+                          * every rank with the costs above (default) */
+    double host_alpha_s; /* latency inside a host (default 0.5e-6) */
+    double host_bandwidth; /* bytes per second inside a host (default 50e9) */
 } tide_sim_config;
 
 /* What one simulated rank sent and received. */

@@ -31,7 +31,7 @@ void coll_end_of_body(void)
  * reduce_scatter and selects among the same two. */
 const struct family coll_families[C_COUNT] = {
     [C_ALLREDUCE] = {"allreduce", "TIDE_ALGO_ALLREDUCE",
-                     {"ring", "recursive_doubling", "rabenseifner", "shm"}, true},
+                     {"ring", "recursive_doubling", "rabenseifner", "shm", "hier"}, true},
     [C_BROADCAST] = {"broadcast", "TIDE_ALGO_BROADCAST", {"binomial", "chain", NULL, "shm"}, false},
     [C_REDUCE] = {"reduce", "TIDE_ALGO_REDUCE", {"binomial"}, true},
     [C_ALLGATHER] = {"allgather", "TIDE_ALGO_ALLGATHER",
@@ -88,7 +88,7 @@ static void check_algorithm(const struct ccase *k, int n)
         return;
     }
     bool known = false;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         known |= f->algos[i] && !strcmp(used_algo, f->algos[i]);
     CHECK(known && !(gave_way && !strcmp(used_algo, want)),
           "%s: tide_req_algorithm is not one of the collective's algorithms%s", coll_describe(k, n),

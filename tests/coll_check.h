@@ -40,9 +40,10 @@ enum coll {
 struct family {
     const char *name;
     const char *env;       /* TIDE_ALGO_..., NULL: no choice */
-    const char *algos[4];  /* the names tide.h lists; the sets force the first three
+    const char *algos[5];  /* the names tide.h lists; the sets force the first three
                               (shm, the staged algorithm, runs by default where
-                              every pair of ranks shares memory) */
+                              every pair of ranks shares memory; hier where the
+                              ranks are spread evenly over test hosts) */
     bool reduces;
 };
 

@@ -121,6 +121,16 @@ static void stage_give(struct tide__transport *base, long off)
         t->ops->stage_give(t, off);
 }
 
+/* Hosts, likewise: shared memory's setup is what learned them. */
+static int host_of(struct tide__transport *base, int peer)
+{
+    struct tide__mux *x = mux_of(base);
+    for (int i = 0; i < x->nparts; i++)
+        if (x->parts[i]->ops->host_of)
+            return x->parts[i]->ops->host_of(x->parts[i], peer);
+    return peer;
+}
+
 static void destroy(struct tide__transport *base)
 {
     struct tide__mux *x = mux_of(base);
@@ -145,6 +155,7 @@ static const struct tide__transport_ops mux_ops = {
     .stage_at = stage_at,
     .stage_take = stage_take,
     .stage_give = stage_give,
+    .host_of = host_of,
 };
 
 int tide__mux_create(struct tide__ctx *ctx, struct tide__transport **parts, int nparts,

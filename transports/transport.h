@@ -29,7 +29,9 @@
 struct tide__ctx;
 typedef struct tide_req tide_req;
 
-enum tide__msg_dir { TIDE_MSG_SEND = 0, TIDE_MSG_RECV = 1 };
+/* TIDE_MSG_OP is the engine's own and never reaches a transport: a
+ * request waiting on another request (engine/subreq.c). */
+enum tide__msg_dir { TIDE_MSG_SEND = 0, TIDE_MSG_RECV = 1, TIDE_MSG_OP = 2 };
 
 typedef struct tide__msg {
     struct tide__msg *next;     /* link in the transport's queues, then
@@ -94,18 +96,27 @@ struct tide__transport_ops {
      * Every rank owns a staging area cut into slots; every other rank of
      * the job maps it (read-only), so a rank copies its part of a
      * collective into a slot of its own and its peers read it there.
-     * Offered only when every rank of the job maps every other's (one
-     * host, every pair through shared memory), which every rank then
-     * knows alike: the choice of algorithm must be the same everywhere.
-     * Peers' areas are mapped read-only: writing there faults.
+     * Offered per host: among the ranks of a host only if every one of
+     * them maps every other's (every pair through shared memory), which
+     * all of them then know alike, since the choice of algorithm must be
+     * the same on every rank of a communicator.  Peers' areas are mapped
+     * read-only: writing there faults.
      *
      * stage_at: where world rank peer's area (ours for our own rank) is
-     * mapped here, with the area's size and its slots' size, or NULL.
+     * mapped here, with the area's size and its slots' size, or NULL
+     * (not offered, or peer is on another host).
      * stage_take: a free slot of our own area, as its offset (-1: all
      * are taken); stage_give frees it.  Reactor thread only. */
     uint8_t *(*stage_at)(struct tide__transport *tp, int peer, size_t *bytes, size_t *slot_bytes);
     long (*stage_take)(struct tide__transport *tp);
     void (*stage_give)(struct tide__transport *tp, long off);
+
+    /* Which host world rank peer runs on, as a number every rank of the
+     * job computes alike for it (the lowest world rank on that host), so
+     * that hierarchical collectives group ranks the same everywhere
+     * (engine/hosts.c).  Optional: NULL means the transport cannot tell,
+     * and every rank counts as a host of its own. */
+    int (*host_of)(struct tide__transport *tp, int peer);
 };
 
 struct tide__transport {

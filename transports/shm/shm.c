@@ -226,6 +226,12 @@ static uint8_t *stage_at(struct tide__transport *base, int peer, size_t *bytes,
     return peer == tp->rank ? tp->stage : tp->peers[peer].stage;
 }
 
+static int host_of(struct tide__transport *base, int peer)
+{
+    struct tide__shm *tp = shm_of(base);
+    return peer >= 0 && peer < tp->size ? tp->host[peer] : peer;
+}
+
 static long stage_take(struct tide__transport *base)
 {
     struct tide__shm *tp = shm_of(base);
@@ -259,6 +265,7 @@ static void destroy(struct tide__transport *base)
     if (tp->wake_fd >= 0)
         close(tp->wake_fd);
     free(tp->peers);
+    free(tp->host);
     free(tp);
 }
 
@@ -276,6 +283,7 @@ static const struct tide__transport_ops shm_ops = {
     .stage_at = stage_at,
     .stage_take = stage_take,
     .stage_give = stage_give,
+    .host_of = host_of,
 };
 
 int tide__shm_create(struct tide__ctx *ctx, int *fds, bool required,
@@ -283,11 +291,14 @@ int tide__shm_create(struct tide__ctx *ctx, int *fds, bool required,
 {
     struct tide__shm *tp = calloc(1, sizeof *tp);
     struct shm_peer *peers = calloc((size_t)ctx->size, sizeof *peers);
-    if (!tp || !peers) {
+    int *host = calloc((size_t)ctx->size, sizeof *host);
+    if (!tp || !peers || !host) {
         free(tp);
         free(peers);
+        free(host);
         return TIDE_ENOMEM;
     }
+    tp->host = host;
     tp->base.ops = &shm_ops;
     tp->base.ctx = ctx;
     tp->rank = ctx->rank;

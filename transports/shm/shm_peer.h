@@ -120,7 +120,8 @@ struct tide__shm {
     unsigned nparked;         /* peers whose header waits for pool room */
     size_t cma_min;           /* single copy from this size; SIZE_MAX: never */
     uint8_t *stage;           /* our staging area (in our segment) */
-    bool stage_ok;            /* every rank of the job maps every other's */
+    bool stage_ok;            /* every rank of this host maps every other's */
+    int *host;                /* [size] each rank's host: the lowest rank on it */
     uint64_t stage_used;      /* taken slots, one bit each */
     bool aborting;
 };

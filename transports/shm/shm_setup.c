@@ -14,10 +14,13 @@
  *   4. it tells each such peer whether both worked and hears the same
  *      back: a pair uses shared memory only if both sides mapped, and
  *      single copies only if both could read the other;
- *   5. it tells every rank whether it shares memory with all the others,
- *      and hears the same back: the staging area (shm_peer.h) is offered
- *      only if all of them do, so that every rank chooses collectives
- *      that read it alike.
+ *   5. it tells every rank of its machine whether it shares memory with
+ *      all the others there, and hears the same back: the staging area
+ *      (shm_peer.h) is offered on a host only if all of its ranks do, so
+ *      that they choose collectives that read it alike.  Every rank
+ *      also knows every rank's machine (the identities of step 1): that
+ *      is how hierarchical collectives group ranks (transport.h,
+ *      host_of).
  * The network namespace is part of "same host" so that test hosts made
  * of namespaces on one machine stay apart, as real hosts would be; the
  * PID namespace because a pid means nothing in another one (containers
@@ -89,12 +92,34 @@ static void make_ident(const struct tide__shm *tp, struct ident *id)
     id->probe = (uint64_t)(uintptr_t)tp->hdr;
 }
 
-static bool same_host(const struct ident *a, const struct ident *b)
+/* One machine, as the job sees it: the grouping hierarchical
+ * collectives use, whether or not the two can share memory. */
+static bool same_machine(const struct ident *a, const struct ident *b)
 {
     return a->boot_id[0] && !memcmp(a->boot_id, b->boot_id, sizeof a->boot_id) &&
            !memcmp(a->host_id, b->host_id, sizeof a->host_id) && a->netns == b->netns &&
-           a->netns != 0 && a->pidns == b->pidns && a->pidns != 0 && a->uid == b->uid &&
-           a->memfd >= 0 && b->memfd >= 0;
+           a->netns != 0 && a->pidns == b->pidns && a->pidns != 0 && a->uid == b->uid;
+}
+
+/* Candidates for shared memory: one machine, and both made a segment. */
+static bool same_host(const struct ident *a, const struct ident *b)
+{
+    return same_machine(a, b) && a->memfd >= 0 && b->memfd >= 0;
+}
+
+/* Every rank's host, named by the lowest rank on it.  Every rank has
+ * every identity, so every rank computes the same map. */
+static void map_hosts(struct tide__shm *tp, const struct ident *ids)
+{
+    for (int p = 0; p < tp->size; p++) {
+        tp->host[p] = p;
+        for (int q = 0; q < p; q++) {
+            if (same_machine(&ids[q], &ids[p])) {
+                tp->host[p] = q;
+                break;
+            }
+        }
+    }
 }
 
 /* Move len bytes over a blocking socket, waiting at most until deadline
@@ -353,9 +378,6 @@ static int pair_up(struct tide__shm *tp, int *fds, const struct ident *ids, bool
     return rc;
 }
 
-/* Step 5: does every rank share memory with every other?  Every rank
- * says whether it does to every other (over the pair's socket, whether
- * shared memory or TCP took it), so all of them conclude alike. */
 /* The pair's socket: the doorbell socket shared memory took, or the one
  * left to TCP. */
 static int pair_fd(const struct tide__shm *tp, const int *fds, int p)
@@ -363,26 +385,33 @@ static int pair_fd(const struct tide__shm *tp, const int *fds, int p)
     return tp->peers[p].fd >= 0 ? tp->peers[p].fd : fds[p];
 }
 
+/* Step 5: does every rank of this host share memory with every other?
+ * Every rank says whether it does to every other rank of its machine
+ * (over the pair's socket, whether shared memory or TCP took it), so
+ * all of them conclude alike. */
 static int agree_on_stage(struct tide__shm *tp, const int *fds, uint64_t deadline)
 {
     uint8_t mine = tp->hdr != NULL, theirs = 0;
+    int here = tp->host[tp->rank], others = 0;
     for (int p = 0; mine && p < tp->size; p++)
-        if (p != tp->rank && tp->peers[p].fd < 0)
+        if (p != tp->rank && tp->host[p] == here && tp->peers[p].fd < 0)
             mine = 0;
     bool all = mine;
     for (int p = 0; p < tp->size; p++)
-        if (p != tp->rank && move_bytes(pair_fd(tp, fds, p), &mine, 1, true, deadline))
+        if (p != tp->rank && tp->host[p] == here &&
+            move_bytes(pair_fd(tp, fds, p), &mine, 1, true, deadline))
             return TIDE_EBOOTSTRAP;
     for (int p = 0; p < tp->size; p++) {
-        if (p == tp->rank)
+        if (p == tp->rank || tp->host[p] != here)
             continue;
         if (move_bytes(pair_fd(tp, fds, p), &theirs, 1, false, deadline))
             return TIDE_EBOOTSTRAP;
         all = all && theirs == 1;
+        others++;
     }
     tp->stage_ok = all;
-    tide__log(TIDE_LOG_DEBUG, tp->rank, "shm: collectives %s staging memory", all ? "share"
-              : "do not share");
+    tide__log(TIDE_LOG_DEBUG, tp->rank, "shm: collectives on this host (%d other ranks) %s "
+              "staging memory", others, all ? "share" : "do not share");
     return 0;
 }
 
@@ -403,6 +432,8 @@ int shm_setup(struct tide__shm *tp, int *fds, double timeout_s, bool required, c
     }
     make_ident(tp, &ids[tp->rank]);
     int rc = swap_idents(tp, fds, ids, deadline, err, errlen);
+    if (!rc)
+        map_hosts(tp, ids);
     if (!rc && required && !tp->hdr)
         rc = TIDE_ENOSYS, snprintf(err, errlen, "TIDE_TRANSPORT=shm, but %s", why);
     if (!rc)

@@ -20,6 +20,8 @@ void tide_sim_config_default(tide_sim_config *cfg)
     cfg->alpha_s = 5e-6;
     cfg->bandwidth = 12.5e9;
     cfg->timeout_s = 300;
+    cfg->host_alpha_s = 0.5e-6;
+    cfg->host_bandwidth = 50e9;
 }
 
 
@@ -99,6 +101,11 @@ static int check_config(int n, const tide_sim_config *c)
         why = "jitter_s must be a finite number >= 0";
     else if (!(c->timeout_s > 0))
         why = "timeout_s must be > 0";
+    else if (c->ranks_per_host < 0)
+        why = "ranks_per_host must be >= 0";
+    else if (c->ranks_per_host && (!(c->host_alpha_s >= 0) || !isfinite(c->host_alpha_s) ||
+                                   !(c->host_bandwidth > 0)))
+        why = "with ranks_per_host, host_alpha_s must be finite and >= 0, host_bandwidth > 0";
     else if (c->stage_slot_bytes && (c->stage_slot_bytes < 16 || c->stage_slot_bytes > (1u << 30)))
         why = "stage_slot_bytes must be 0 or from 16 to 1 GiB";
     else if (c->stage_slot_bytes && (size_t)n * SIM_STAGE_SLOTS > SIZE_MAX / c->stage_slot_bytes)
@@ -202,6 +209,13 @@ int tide_sim_create(int n, const tide_sim_config *cfg, tide_sim **out, tide_comm
     s->rng = cfg->seed;
     s->ns_per_byte = 1e9 / cfg->bandwidth;
     s->alpha_ns = (uint64_t)llround(cfg->alpha_s * 1e9);
+    if (cfg->ranks_per_host) {
+        s->host_ns_per_byte = 1e9 / cfg->host_bandwidth;
+        s->host_alpha_ns = (uint64_t)llround(cfg->host_alpha_s * 1e9);
+    } else {
+        s->host_ns_per_byte = s->ns_per_byte;
+        s->host_alpha_ns = s->alpha_ns;
+    }
     s->jitter_ns = (uint64_t)llround(cfg->jitter_s * 1e9);
     tide__timer_heap_init(&s->heap);
     s->ranks = calloc((size_t)n, sizeof *s->ranks);
@@ -215,8 +229,10 @@ int tide_sim_create(int n, const tide_sim_config *cfg, tide_sim **out, tide_comm
         tide_sim_destroy(s);
         return rc;
     }
-    for (int r = 0; r < n; r++)
+    for (int r = 0; r < n; r++) {
         comms[r] = &s->ranks[r].base.ctx->world;
+        tide__comm_hosts_init(comms[r]);
+    }
     *out = s;
     return 0;
 }

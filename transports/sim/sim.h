@@ -67,8 +67,8 @@ struct tide_sim {
     int n;
     struct sim_rank *ranks;
     uint64_t now; /* virtual ns */
-    double ns_per_byte;
-    uint64_t alpha_ns, jitter_ns;
+    double ns_per_byte, host_ns_per_byte; /* between hosts, inside one */
+    uint64_t alpha_ns, host_alpha_ns, jitter_ns;
     uint64_t rng;
     struct tide__timer_heap heap;
     struct sim_event *free_events;

@@ -100,16 +100,24 @@ static uint64_t stalled_until(const struct tide_sim *s, int from, int to, uint64
     return t;
 }
 
+/* Rank r's host: the lowest rank on it (ranks_per_host in tide.h). */
+static int host_rank(const struct tide_sim *s, int r)
+{
+    int per = s->cfg.ranks_per_host;
+    return per ? r - r % per : 0;
+}
+
 /* When a message of `bytes` posted now from a reaches b (see tide.h). */
 static uint64_t arrival(struct tide_sim *s, struct sim_rank *a, struct sim_rank *b,
                         struct sim_peer *q, size_t bytes)
 {
     uint64_t t = s->now;
     if (a != b) {
-        uint64_t wire = (uint64_t)((double)bytes * s->ns_per_byte);
+        bool near = host_rank(s, a->rank) == host_rank(s, b->rank);
+        uint64_t wire = (uint64_t)((double)bytes * (near ? s->host_ns_per_byte : s->ns_per_byte));
         uint64_t start = t > a->tx_free ? t : a->tx_free;
         a->tx_free = start + wire;
-        t = start + wire + s->alpha_ns;
+        t = start + wire + (near ? s->host_alpha_ns : s->alpha_ns);
         if (t < b->rx_free + wire)
             t = b->rx_free + wire;
         b->rx_free = t;
@@ -345,8 +353,9 @@ static void destroy(struct tide__transport *base)
     r->base.ctx = NULL;
 }
 
-/* ---- staging memory (transport.h): all ranks live in this process, so
- * "mapping" a peer's area is pointing at it ---- */
+/* ---- staging memory and hosts (transport.h): all ranks live in this
+ * process, so "mapping" a peer's area is pointing at it; only the ranks
+ * of one host (ranks_per_host) do ---- */
 
 static uint8_t *stage_at(struct tide__transport *base, int peer, size_t *bytes,
                          size_t *slot_bytes)
@@ -354,9 +363,15 @@ static uint8_t *stage_at(struct tide__transport *base, int peer, size_t *bytes,
     struct tide_sim *s = rank_of(base)->sim;
     *slot_bytes = s->cfg.stage_slot_bytes;
     *bytes = SIM_STAGE_SLOTS * *slot_bytes;
-    if (!s->stage || peer < 0 || peer >= s->n)
+    if (!s->stage || peer < 0 || peer >= s->n ||
+        host_rank(s, peer) != host_rank(s, rank_of(base)->rank))
         return NULL;
     return s->stage + (size_t)peer * *bytes;
+}
+
+static int host_of(struct tide__transport *base, int peer)
+{
+    return host_rank(rank_of(base)->sim, peer);
 }
 
 static long stage_take(struct tide__transport *base)
@@ -385,6 +400,7 @@ static const struct tide__transport_ops sim_ops = {
     .stage_at = stage_at,
     .stage_take = stage_take,
     .stage_give = stage_give,
+    .host_of = host_of,
 };
 
 void tide__sim_net_init(struct tide_sim *s, struct sim_rank *r, struct tide__ctx *ctx)
