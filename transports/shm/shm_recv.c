@@ -164,8 +164,13 @@ void shm_recv_post(struct shm_peer *c, tide__msg *m)
 
 int shm_recv_withdraw(struct shm_peer *c, tide__msg *m)
 {
-    if (tide__rx_withdraw(&c->rx, m))
-        c->rx.dst = NULL; /* the rest of its payload is read and dropped */
+    /* Half read: the rest of its payload is read and dropped, and the
+     * frame's end completes nothing (the message is its owner's again:
+     * it may be freed before that end comes). */
+    if (tide__rx_withdraw(&c->rx, m)) {
+        c->rx.msg = NULL;
+        c->rx.dst = NULL;
+    }
     return 0;
 }
 
