@@ -47,26 +47,26 @@ static void prepare(struct tide__coll *c)
 {
     struct hier_op *op = (struct hier_op *)c;
     tide_comm *comm = c->req.comm;
-    if (!comm->host || !comm->cross) {
+    if (!comm->host[0] || !comm->host[1] || !comm->cross) {
         op->err = comm->hosts_err ? comm->hosts_err : TIDE_EPROTO;
         snprintf(op->why, sizeof op->why, "this rank could not make the communicators of its "
                  "host and across hosts (%s)", tide_strerror(op->err));
         return;
     }
     struct tide__blocks slices = {0, c->count, NULL};
-    int L = comm->host->size, i = comm->host->rank;
+    int L = comm->host[0]->size, i = comm->host[0]->rank;
     op->slice = tide__blocks_off(&slices, L, i);
     op->slice_len = tide__blocks_off(&slices, L, i + 1) - op->slice;
     char *mine = c->recvbuf ? tide__at(c, c->recvbuf, op->slice) : NULL;
     /* AVG divides once, by the whole group, after the sum (step). */
     tide_op sum = c->op == TIDE_AVG ? TIDE_SUM : c->op;
-    int rc = tide__coll_part(TIDE_KIND_REDUCE_SCATTERV, "reduce_scatter", comm->host, c->sendbuf,
+    int rc = tide__coll_part(TIDE_KIND_REDUCE_SCATTERV, "reduce_scatter", comm->host[0], c->sendbuf,
                              mine, c->count, c->dtype, sum, &op->part[0]);
     if (!rc)
         rc = tide__coll_part(TIDE_KIND_ALLREDUCE, "allreduce", comm->cross, mine, mine,
                              op->slice_len, c->dtype, sum, &op->part[1]);
     if (!rc)
-        rc = tide__coll_part(TIDE_KIND_ALLGATHERV, "allgather", comm->host, mine, c->recvbuf,
+        rc = tide__coll_part(TIDE_KIND_ALLGATHERV, "allgather", comm->host[1], mine, c->recvbuf,
                              c->count, c->dtype, sum, &op->part[2]);
     if (rc) {
         op->err = rc;

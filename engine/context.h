@@ -137,6 +137,8 @@ struct tide_req {
     const char *algorithm;
     unsigned size_class; /* which pool it returns to */
     tide_req *pool_next;
+    tide_req *gate_next; /* a part waiting for its turn to start (subreq.c) */
+    bool gated;          /* it waits there */
     char message[512]; /* a deadline's lists every peer it waits for */
     /* operation-specific state follows in the enclosing struct */
 };
@@ -171,9 +173,14 @@ struct tide_comm {
     bool shared;               /* its members map each other's staging areas */
     int nhosts, per_host;      /* hosts its members are on; members on each,
                                   or 0 when the hosts do not have as many */
-    tide_comm *host, *cross;   /* the hierarchy, when per_host >= 2 on >= 2
-                                  hosts: our host's members, and the members
-                                  at our place on every host; NULL if not */
+    tide_comm *host[2];        /* the hierarchy, when per_host >= 2 on >= 2
+                                  hosts: our host's members, twice (parts that
+                                  open a collective run on [0], parts that close
+                                  it on [1]) ... */
+    tide_comm *cross;          /* ... and the members at our place on every
+                                  host; NULL if no hierarchy */
+    tide_req *gated;           /* reactor: parts numbered here waiting to start
+                                  in number order (subreq.c), by seq */
     int hosts_err;             /* making them failed: hierarchical collectives
                                   on comm fail with it */
     tide_comm *next;           /* in the context's list of comms */
@@ -456,6 +463,14 @@ void tide__part_number(tide_req *part);
 void tide__req_post_part(tide_req *req, tide__msg *m, tide_req *part);
 /* request.c's delivery: part failed; fail req with its account. */
 void tide__part_failed(tide_req *req, tide_req *part);
+/* request.c: start part once every part numbered before it on its
+ * communicator has started (at once if they have). */
+void tide__part_admit(tide_req *part);
+/* request.c: part's parent (named parent) fails with err.  true when
+ * part had not started: it is the parent's no more (no completion will
+ * follow) and starts failing in its turn; false when it runs: it fails,
+ * and its completion follows. */
+bool tide__part_withdraw(tide_req *part, int err, const char *parent);
 /* Reactor: a part never posted because its parent ended first: start it
  * failing with err and why, so its number counts as failed here. */
 void tide__req_drop_part(tide_req *part, int err, const char *why);

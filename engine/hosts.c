@@ -13,7 +13,13 @@
  *     comm order), and `cross`, the member at our place on each host (in
  *     host order).  A hierarchical all-reduce reduce-scatters inside the
  *     host, all-reduces its slice across hosts with the members holding
- *     the same slice, and all-gathers inside the host again.
+ *     the same slice, and all-gathers inside the host again.  There are
+ *     two host communicators of the same members, one for the parts that
+ *     open a collective and one for those that close it: parts start on
+ *     their communicator in number order (subreq.c), and on one they
+ *     would hold the next collective's opening part until this one's
+ *     closing part could start, stalling collectives in flight behind
+ *     each other.
  * Uneven hosts get no hierarchy: their slices would not line up across
  * hosts.  Every member decides alike, so every member picks alike.
  *
@@ -87,7 +93,9 @@ static int make_hierarchy(tide_comm *comm, const int *hostix, const int *local)
     for (int q = 0; q < comm->size; q++)
         if (hostix[q] == hostix[me])
             members[k++] = q;
-    int rc = tide__comm_derive(comm, members, L, SALT_HOST, &comm->host);
+    int rc = tide__comm_derive(comm, members, L, SALT_HOST, &comm->host[0]);
+    if (!rc)
+        rc = tide__comm_derive(comm, members, L, SALT_HOST + 1, &comm->host[1]);
     for (int q = 0; !rc && q < comm->size; q++)
         if (local[q] == local[me])
             members[hostix[q]] = q;
@@ -96,9 +104,11 @@ static int make_hierarchy(tide_comm *comm, const int *hostix, const int *local)
     free(members);
     if (rc)
         return rc;
-    comm->host->nhosts = 1;
-    comm->host->per_host = L;
-    comm->host->shared = all_staged(comm->host);
+    for (int h = 0; h < 2; h++) {
+        comm->host[h]->nhosts = 1;
+        comm->host[h]->per_host = L;
+        comm->host[h]->shared = all_staged(comm->host[h]);
+    }
     comm->cross->nhosts = comm->nhosts;
     comm->cross->per_host = 1;
     return 0;
@@ -143,9 +153,9 @@ void tide__comm_hosts_init(tide_comm *comm)
 
 void tide__comm_hosts_free(tide_comm *comm)
 {
-    if (comm->host)
-        tide_comm_free(comm->host);
-    if (comm->cross)
-        tide_comm_free(comm->cross);
-    comm->host = comm->cross = NULL;
+    tide_comm *made[3] = {comm->host[0], comm->host[1], comm->cross};
+    for (int k = 0; k < 3; k++)
+        if (made[k])
+            tide_comm_free(made[k]);
+    comm->host[0] = comm->host[1] = comm->cross = NULL;
 }

@@ -20,6 +20,16 @@
 
 #define POOL_GRAIN 256
 
+/* Under AddressSanitizer every request is malloc'd and freed, so that a
+ * use after its release is caught instead of hidden by the pool (a
+ * withdrawn shm receive completed after its request was gone was found
+ * so). */
+#ifdef __SANITIZE_ADDRESS__
+#define POOLED 0
+#else
+#define POOLED 1
+#endif
+
 static void expire_timer(struct tide__timer *t)
 {
     tide__req_expire(container_of(t, tide_req, timer));
@@ -28,7 +38,7 @@ static void expire_timer(struct tide__timer *t)
 tide_req *tide__req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t size)
 {
     struct tide__ctx *ctx = comm->ctx;
-    unsigned cls = (unsigned)((size + POOL_GRAIN - 1) / POOL_GRAIN) - 1;
+    unsigned cls = POOLED ? (unsigned)((size + POOL_GRAIN - 1) / POOL_GRAIN) - 1 : TIDE_POOL_CLASSES;
     tide_req *req = NULL;
 
     if (cls < TIDE_POOL_CLASSES) {
@@ -243,7 +253,7 @@ void tide__req_post(tide_req *req, tide__msg *m)
     m->got = 0;
     m->completed = 0;
     if (m->dir == TIDE_MSG_OP) { /* a part (subreq.c): it runs, the transport never sees it */
-        start(m->buf);
+        tide__part_admit(m->buf);
         return;
     }
     if (req->ctx->trace)
@@ -322,9 +332,9 @@ void tide__req_fail(tide_req *req, int err, const char *fmt, ...)
          * (subreq.c) fails too, and its completion follows. */
         if (m->completed)
             ;
-        else if (m->dir == TIDE_MSG_OP)
-            tide__req_fail(m->buf, err, "the %s it is part of failed", req->opname);
-        else if (tp->ops->withdraw(tp, m, err) == 0)
+        else if (m->dir == TIDE_MSG_OP && tide__part_withdraw(m->buf, err, req->opname))
+            unlink_msg(req, m);
+        else if (m->dir != TIDE_MSG_OP && tp->ops->withdraw(tp, m, err) == 0)
             unlink_msg(req, m);
         m = next;
     }

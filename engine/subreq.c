@@ -16,11 +16,18 @@
  * (waiting.c).
  *
  * Parts are numbered when their parent is called, not when they start:
- * with several parents in flight, starting order may differ between
- * ranks, calling order does not.  A part that never runs because its
- * parent failed first is still started, failing at once, so that its
- * number counts as failed here and peers' frames for it are taken for
- * leftovers (mismatch.c), not for a mismatch.
+ * with several parents in flight, the order in which their parts become
+ * ready may differ between ranks, calling order does not.  And they
+ * start on their communicator in number order, as a user's collectives
+ * do (in the order they were posted): the engine tells a frame for a
+ * collective that ended here from one for a collective still to come by
+ * the highest number started (mismatch.c), so a part that started ahead
+ * of an earlier one would make the earlier one's frames look like a
+ * mismatch.  A part ready before its turn waits at its communicator's
+ * gate (comm->gated) until every part numbered before it has started.
+ * A part that never runs because its parent failed first still takes
+ * its turn, failing at once, so that its number counts as failed here
+ * and peers' frames for it are taken for leftovers, not for a mismatch.
  *
  * Reactor thread, but for tide__part_number. */
 #include "engine/context.h"
@@ -61,9 +68,55 @@ void tide__part_failed(tide_req *req, tide_req *part)
                    part->comm->id, part->message);
 }
 
-void tide__req_drop_part(tide_req *part, int err, const char *why)
+/* Start the parts whose turn has come.  The gate holds a reference to
+ * each part in it (its parent may let go of it meanwhile). */
+static void open_gate(tide_comm *comm)
+{
+    tide_req *part;
+    while ((part = comm->gated) && part->seq == comm->started_seq + 1) {
+        comm->gated = part->gate_next;
+        part->gated = false;
+        comm->started_seq = part->seq; /* even if it fails before its notes are read */
+        tide__req_start_cmd(part);
+        tide_req_free(part);
+    }
+}
+
+void tide__part_admit(tide_req *part)
+{
+    tide_comm *comm = part->comm;
+    tide_req **at = &comm->gated;
+    while (*at && (*at)->seq < part->seq)
+        at = &(*at)->gate_next;
+    part->gate_next = *at;
+    *at = part;
+    part->gated = true;
+    atomic_fetch_add(&part->refs, 1);
+    open_gate(comm);
+}
+
+/* Fail part when it waits to start: it will, failing at once. */
+static void fail_on_start(tide_req *part, int err, const char *why)
 {
     part->late_err = err;
     snprintf(part->message, sizeof part->message, "%s", why);
-    tide__req_start_cmd(part);
+}
+
+bool tide__part_withdraw(tide_req *part, int err, const char *parent)
+{
+    char why[160];
+    snprintf(why, sizeof why, "the %s it is part of failed", parent);
+    if (!part->gated) {
+        tide__req_fail(part, err, "%s", why); /* its completion follows */
+        return false;
+    }
+    fail_on_start(part, err, why);
+    part->cb = NULL; /* gone from its parent: it completes to nobody */
+    return true;
+}
+
+void tide__req_drop_part(tide_req *part, int err, const char *why)
+{
+    fail_on_start(part, err, why);
+    tide__part_admit(part);
 }
