@@ -214,6 +214,50 @@ static void many_in_flight_beside_other_collectives(void **state)
     assert_int_equal(run_hosts(4, 2, 0, together), 0);
 }
 
+/* Large and small hierarchical all-reduces in flight: a small one's
+ * parts become ready before the large one's before it, and must still
+ * start in number order on every communicator of the hierarchy (a frame
+ * for a part not yet started would otherwise be taken for a mismatch). */
+static void sizes_in_flight(tide_comm *comm, void *arg)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    enum { OPS = 16 };
+    size_t count[OPS];
+    int32_t *buf[OPS];
+    tide_req *req[OPS];
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < OPS; k++) {
+            count[k] = k % 2 ? (size_t)16 << 10 : (size_t)512 << 10; /* 64 KiB, 2 MiB */
+            buf[k] = malloc(count[k] * sizeof *buf[k]);
+            EXPECT(buf[k], "malloc");
+            for (size_t i = 0; i < count[k]; i++)
+                buf[k][i] = r + k + (int32_t)(i % 5);
+            EXPECT_OK(tide_iallreduce(comm, TIDE_IN_PLACE, buf[k], count[k], TIDE_INT32, TIDE_SUM,
+                                      &req[k]));
+        }
+        for (int k = 0; k < OPS; k++) {
+            int rc = tide_wait(req[k], 30000);
+            EXPECT(rc == 0, "rank %d: op %d: %s", r, k, tide_req_message(req[k]));
+            EXPECT(!strcmp(tide_req_algorithm(req[k]), "hier"), "op %d ran %s", k,
+                   tide_req_algorithm(req[k]));
+            tide_req_free(req[k]);
+            for (size_t i = 0; i < count[k]; i++) {
+                int32_t want = n * (n - 1) / 2 + n * (k + (int32_t)(i % 5));
+                if (buf[k][i] != want) {
+                    EXPECT(0, "rank %d, op %d, element %zu: %d, want %d", r, k, i, buf[k][i], want);
+                    break;
+                }
+            }
+            free(buf[k]);
+        }
+    }
+}
+
+static void large_and_small_in_flight(void **state)
+{
+    assert_int_equal(run_hosts(4, 2, 0, sizes_in_flight), 0);
+}
+
 /* Rank 3 dies while a 64 MiB hierarchical all-reduce runs: every other
  * rank fails with TIDE_EPEER (those on the other host too, whose parts
  * never met rank 3), and the next call on the communicator fails. */
@@ -287,6 +331,7 @@ int main(void)
         cmocka_unit_test(chosen_where_hosts_are_even),
         cmocka_unit_test(forced_at_every_size_and_op),
         cmocka_unit_test(many_in_flight_beside_other_collectives),
+        cmocka_unit_test(large_and_small_in_flight),
         cmocka_unit_test(rank_killed_mid_hierarchical_allreduce),
         cmocka_unit_test(a_rank_that_never_calls_times_the_others_out),
     };

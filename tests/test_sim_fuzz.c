@@ -12,7 +12,11 @@
  * and run the network.  Half the seeds give the ranks shared staging
  * memory (as on one host over shared memory) in slots of 32 to 1024
  * bytes, so the staged algorithms run with many rounds and are picked
- * (by default or forced) beside the others.
+ * (by default or forced) beside the others.  A third of the seeds put
+ * the ranks on hosts of 1 to 4 (tide_sim_config.ranks_per_host: cheaper
+ * links and staging memory inside a host only), most of them evenly, so
+ * the hierarchical all-reduce runs (by default from its size, or forced)
+ * with its parts' own algorithms, staged ones among them.
  *
  * With --faults, each seed also injects one fault: a rank crashes after a
  * random number of deliveries, a link stalls past the deadline, or a rank
@@ -109,13 +113,16 @@ static size_t pick_count(uint64_t *s, int n)
     }
 }
 
-/* The family's algorithms a seed may force: the first three, and the
- * staged one (index 3) where the ranks share staging memory. */
+/* The family's algorithms a seed may force: the first three, the
+ * staged one (index 3) where the ranks share staging memory, the
+ * hierarchical one (4) where they are on hosts.  (Where the group cannot
+ * run it, it gives way to the default.) */
 static int pick_algo(uint64_t *s, const struct job *j, const struct family *f)
 {
-    int can[4], ncan = 0;
-    for (int i = 0; i < 4; i++)
-        if (f->algos[i] && (i < 3 || j->cfg.stage_slot_bytes))
+    int can[5], ncan = 0;
+    for (int i = 0; i < 5; i++)
+        if (f->algos[i] && (i < 3 || (i == 3 && j->cfg.stage_slot_bytes) ||
+                            (i == 4 && j->cfg.ranks_per_host)))
             can[ncan++] = i;
     return can[rnd(s) % (uint64_t)ncan];
 }
@@ -133,6 +140,8 @@ static void make_op(uint64_t *s, struct job *j, struct fop *o)
                 rnd(s) % 4 == 0;
     const struct family *f = &coll_families[o->k.coll];
     o->algo = f->env && rnd(s) % 4 ? pick_algo(s, j, f) : -1;
+    if (o->k.coll == C_ALLREDUCE && j->cfg.ranks_per_host && rnd(s) % 2)
+        o->algo = 4; /* hierarchical: several in flight, their parts interleaving */
     o->on_sub = j->sub && rnd(s) % 2;
     o->in_place = rnd(s) % 3 == 0;
     o->pick = (unsigned)rnd(s);
@@ -170,6 +179,12 @@ static void make_job(uint64_t seed, bool faults, struct job *j)
     uint64_t band = rnd(&s) % 100;
     j->n = band < 40 ? 1 + (int)(rnd(&s) % 8) : band < 75 ? 9 + (int)(rnd(&s) % 16)
                                                           : 25 + (int)(rnd(&s) % 40);
+    int per_host = rnd(&s) % 3 == 0 ? 1 + (int)(rnd(&s) % 4) : 0;
+    if (per_host > 1 && rnd(&s) % 4) { /* mostly even hosts: a hierarchy */
+        j->n -= j->n % per_host;
+        if (j->n < 2 * per_host)
+            j->n = 2 * per_host;
+    }
     j->spawn = seed % 2 == 0;
     j->sub = j->n > 1 && rnd(&s) % 2;
     for (int r = 0; r < j->n; r++) {
@@ -184,6 +199,8 @@ static void make_job(uint64_t seed, bool faults, struct job *j)
     j->cfg.timeout_s = 30;
     if (rnd(&s) % 2)
         j->cfg.stage_slot_bytes = (size_t)32 << (rnd(&s) % 6);
+    j->cfg.ranks_per_host = per_host;
+    j->cfg.host_alpha_s = (double)(rnd(&s) % 4) * 1e-7;
     j->nops = 1 + (int)(rnd(&s) % MAXOPS);
     for (int i = 0; i < j->nops; i++)
         make_op(&s, j, &j->ops[i]);
@@ -437,6 +454,8 @@ static bool moves_data(const struct rank_run *rr, int i, int n)
     return sl->k.count > 0;
 }
 
+static uint64_t hier_ran; /* hierarchical all-reduces that succeeded, on all ranks */
+
 static void check_rank(struct rank_run *rr)
 {
     const struct job *j = rr->job;
@@ -458,6 +477,7 @@ static void check_rank(struct rank_run *rr)
                   coll_describe(&sl->k, n), tide_req_message(sl->req));
         else if (!rc)
             check_result(sl);
+        hier_ran += !rc && !strcmp(tide_req_algorithm(sl->req), "hier");
         tide_req_free(sl->req);
         free(sl->send);
         free(sl->recv);
@@ -584,9 +604,10 @@ static void run_job(const struct job *j)
 
 static void describe(const struct job *j)
 {
-    printf("seed %llu: %d ranks, %s, %d ops%s, staging slots of %zu bytes, fault %s (rank %d, "
-           "peer %d, after %llu, op %d)\n",
-           (unsigned long long)j->seed, j->n, j->spawn ? "programs" : "posted", j->nops,
+    printf("seed %llu: %d ranks (%d a host), %s, %d ops%s, staging slots of %zu bytes, fault %s "
+           "(rank %d, peer %d, after %llu, op %d)\n",
+           (unsigned long long)j->seed, j->n, j->cfg.ranks_per_host,
+           j->spawn ? "programs" : "posted", j->nops,
            j->sub ? ", sub-communicators" : "", j->cfg.stage_slot_bytes, fault_names[j->fault],
            j->frank, j->fpeer, (unsigned long long)j->after, j->fop);
     for (int i = 0; i < j->nops; i++)
@@ -635,7 +656,15 @@ int main(int argc, char **argv)
         run_job(&j);
         ran++;
     }
-    printf("%llu %s schedules from seed %llu: %d failed\n", (unsigned long long)ran,
-           faults ? "fault" : "fault-free", (unsigned long long)first, failures);
+    printf("%llu %s schedules from seed %llu: %d failed; %llu hierarchical all-reduces ran\n",
+           (unsigned long long)ran, faults ? "fault" : "fault-free", (unsigned long long)first,
+           failures, (unsigned long long)hier_ran);
+    /* A run long enough to have drawn even hosts must have run some: a
+     * hierarchy never chosen would leave its state machines unfuzzed. */
+    if (ran >= 1000 && hier_ran == 0) {
+        fprintf(stderr, "no hierarchical all-reduce ran in %llu schedules\n",
+                (unsigned long long)ran);
+        return 1;
+    }
     return failures ? 1 : 0;
 }
