@@ -511,7 +511,10 @@ TIDE_API int tide_barrier(tide_comm *comm);
  * rank.  TIDE_IN_PLACE: the input is recvbuf.  Algorithms: "ring"
  * (reduce-scatter + all-gather, chunked and pipelined; large messages),
  * "rabenseifner" (recursive halving + doubling; mid sizes),
- * "recursive_doubling" (small).
+ * "recursive_doubling" (small), "shm" (ranks of one host, reading each
+ * other's staging memory), "hier" (ranks spread evenly over hosts:
+ * reduce-scatter inside each host, all-reduce across, all-gather
+ * inside; docs/algorithms.md).
  */
 TIDE_API int tide_iallreduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                              tide_dtype dtype, tide_op op, tide_req **req);
