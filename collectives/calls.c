@@ -103,13 +103,13 @@ static int stage(struct call *k, size_t out_bytes)
 /* Make the request of call k with the algorithm chosen for it, numbered
  * (as a part of another request if `part`, subreq.c) but not submitted.
  * On failure what k owns is freed. */
-static int make(struct call *k, bool part, tide_req **out)
+static int make(struct call *k, bool part, size_t select_bytes, tide_req **out)
 {
     tide_comm *comm = k->comm;
     char why[200];
     /* Selected even for a group of one, so a misnamed TIDE_ALGO_* fails
      * on one rank as it would at scale. */
-    const struct tide__algo *algo = tide__select(k->kind, comm, k->bytes, why, sizeof why);
+    const struct tide__algo *algo = tide__select(k->kind, comm, select_bytes, why, sizeof why);
     if (algo && comm->size == 1)
         algo = &tide__algo_local;
     tide_req *req = algo ? tide__req_new(comm, algo->vt, algo->op_size) : NULL;
@@ -158,7 +158,7 @@ static int make(struct call *k, bool part, tide_req **out)
 
 static int launch(struct call *k, tide_req **out)
 {
-    int rc = make(k, false, out);
+    int rc = make(k, false, k->bytes, out);
     return rc ? rc : tide__req_submit(*out, k->bytes);
 }
 
@@ -172,13 +172,14 @@ static struct call call_of(const char *fn, const char *name, uint8_t kind, tide_
 }
 
 int tide__coll_part(uint8_t kind, const char *name, tide_comm *comm, const void *sendbuf,
-                    void *recvbuf, size_t count, tide_dtype dtype, tide_op op, tide_req **out)
+                    void *recvbuf, size_t count, tide_dtype dtype, tide_op op,
+                    size_t select_bytes, tide_req **out)
 {
     struct call k = call_of("a part of a collective", name, kind, comm, sendbuf, recvbuf, count,
                             dtype, op, 0);
     k.blk.total = count;
     k.bytes = count * tide_dtype_size(dtype);
-    return make(&k, true, out);
+    return make(&k, true, select_bytes ? select_bytes : k.bytes, out);
 }
 
 /* ---- allreduce ---- */

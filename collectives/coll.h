@@ -186,11 +186,12 @@ const struct tide__algo *tide__select(uint8_t kind, const tide_comm *comm, size_
 /* A collective made as part of another (hier.c, engine/subreq.c): kind
  * (all-reduce, reduce-scatter-v or all-gather-v, the blocks of the
  * latter two being count split evenly) on comm, with buffers the calling
- * collective has checked; its algorithm chosen for comm; numbered, not
- * submitted.  0, or TIDE_ENOMEM / TIDE_EINVAL (a TIDE_ALGO_* naming
- * nothing), logged. */
+ * collective has checked; its algorithm chosen for comm as for a vector
+ * of select_bytes (0: its own size); numbered, not submitted.  0, or
+ * TIDE_ENOMEM / TIDE_EINVAL (a TIDE_ALGO_* naming nothing), logged. */
 int tide__coll_part(uint8_t kind, const char *name, tide_comm *comm, const void *sendbuf,
-                    void *recvbuf, size_t count, tide_dtype dtype, tide_op op, tide_req **out);
+                    void *recvbuf, size_t count, tide_dtype dtype, tide_op op,
+                    size_t select_bytes, tide_req **out);
 
 /* A small number naming an algorithm on the wire (frame flags), and back. */
 uint8_t tide__algo_id(const struct tide__algo *algo);

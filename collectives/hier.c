@@ -60,14 +60,19 @@ static void prepare(struct tide__coll *c)
     char *mine = c->recvbuf ? tide__at(c, c->recvbuf, op->slice) : NULL;
     /* AVG divides once, by the whole group, after the sum (step). */
     tide_op sum = c->op == TIDE_AVG ? TIDE_SUM : c->op;
+    /* Across hosts, our slice shares the host's network port with the
+     * L - 1 others: choose its algorithm as for the whole vector (for a
+     * small slice, recursive doubling's log2 H whole-slice rounds, all L
+     * at once through one port, lose to Rabenseifner's halves). */
+    size_t whole = c->count * c->esize;
     int rc = tide__coll_part(TIDE_KIND_REDUCE_SCATTERV, "reduce_scatter", comm->host[0], c->sendbuf,
-                             mine, c->count, c->dtype, sum, &op->part[0]);
+                             mine, c->count, c->dtype, sum, 0, &op->part[0]);
     if (!rc)
         rc = tide__coll_part(TIDE_KIND_ALLREDUCE, "allreduce", comm->cross, mine, mine,
-                             op->slice_len, c->dtype, sum, &op->part[1]);
+                             op->slice_len, c->dtype, sum, whole, &op->part[1]);
     if (!rc)
         rc = tide__coll_part(TIDE_KIND_ALLGATHERV, "allgather", comm->host[1], mine, c->recvbuf,
-                             c->count, c->dtype, sum, &op->part[2]);
+                             c->count, c->dtype, sum, 0, &op->part[2]);
     if (rc) {
         op->err = rc;
         snprintf(op->why, sizeof op->why, "could not make its parts: %s", tide_strerror(rc));

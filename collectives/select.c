@@ -126,12 +126,26 @@ static bool hierarchical(const tide_comm *comm)
     return comm->nhosts >= 2 && comm->per_host >= 2;
 }
 
-/* Across hosts, the hierarchical all-reduce sends 1/per_host of the
- * vector over the network per rank where a flat one sends all of it,
- * and its three parts cost three latencies (two of them inside a host)
- * where recursive doubling pays log2 n.  HIER_FROM: see
- * docs/algorithms.md, "Hierarchical collectives", for the runs. */
-#define HIER_FROM ((size_t)64 << 10)
+/* Across hosts, the hierarchical all-reduce crosses the network once
+ * per slice, in log2 H rounds or fewer, where recursive doubling and
+ * Rabenseifner cross it in up to log2 n rounds: from 16 KiB to 64 KiB
+ * it took 0.60-0.95 of the best flat time in tide-sim sweeps (2 to 32
+ * hosts of 2, 4 and 8 ranks, each host's 12.5 GB/s port shared by its
+ * ranks), and it ties Rabenseifner from 256 KiB to 1 MiB.  On two hosts
+ * it sends half what a ring sends through each host's port and ties or
+ * beats every flat one at every larger size (the ring: 1.30x slower at
+ * 2 x 8 ranks, 4-64 MiB).  On more hosts the ring sends about as much
+ * and overlaps its passes inside and across hosts where the parts run
+ * one after the other: from 4 MiB the ring was up to 19 % faster, so
+ * there the flat choice stands.  docs/algorithms.md, "Hierarchical
+ * all-reduce", has the sweeps. */
+#define HIER_FROM ((size_t)16 << 10)
+#define HIER_FLAT_FROM ((size_t)4 << 20) /* on more than two hosts */
+
+static bool hier_pays(const tide_comm *comm, size_t bytes)
+{
+    return bytes >= HIER_FROM && (comm->nhosts == 2 || bytes < HIER_FLAT_FROM);
+}
 
 /* The default: small vectors want few rounds, large ones few bytes per
  * rank. */
@@ -141,7 +155,7 @@ static const struct tide__algo *by_size(uint8_t kind, const tide_comm *comm, siz
     const struct tide__algo *fast = comm->shared ? staged(kind, n, bytes) : NULL;
     if (fast)
         return fast;
-    if (kind == TIDE_KIND_ALLREDUCE && hierarchical(comm) && bytes >= HIER_FROM)
+    if (kind == TIDE_KIND_ALLREDUCE && hierarchical(comm) && hier_pays(comm, bytes))
         return &tide__algo_hier_allreduce;
     switch (kind) {
     case TIDE_KIND_ALLREDUCE:

@@ -710,11 +710,14 @@ typedef struct tide_sim_config {
                           * (default) */
     int ranks_per_host;  /* > 0: a two-level network.  Ranks r with the same
                           * r / ranks_per_host share a host: messages between
-                          * them cost host_alpha_s and host_bandwidth, the
-                          * others alpha_s and bandwidth; staging memory (if
-                          * any) is shared within a host only; and hierarchical
-                          * collectives group ranks by host.  0: one host of
-                          * every rank with the costs above (default) */
+                          * them cost host_alpha_s and host_bandwidth through
+                          * the ranks' own ports, the others alpha_s and
+                          * bandwidth through their hosts' network ports, one
+                          * per host, shared by its ranks (a NIC); staging
+                          * memory (if any) is shared within a host only; and
+                          * hierarchical collectives group ranks by host.
+                          * 0: one level, every rank its own port with the
+                          * costs above (default) */
     double host_alpha_s; /* latency inside a host (default 0.5e-6) */
     double host_bandwidth; /* bytes per second inside a host (default 50e9) */
 } tide_sim_config;

@@ -31,6 +31,8 @@ struct sim_opts {
     int ranks;
     const char *ranks_list;
     double alpha_s, bandwidth, jitter_s;
+    int per_host;                    /* ranks per host; 0: one level */
+    double host_alpha_s, host_bandwidth;
     bool sweep;
 };
 
@@ -143,6 +145,9 @@ static struct outcome run_one(const struct sim_opts *so, int n, size_t bytes, co
     cfg.alpha_s = so->alpha_s;
     cfg.bandwidth = so->bandwidth;
     cfg.jitter_s = so->jitter_s;
+    cfg.ranks_per_host = so->per_host;
+    cfg.host_alpha_s = so->host_alpha_s;
+    cfg.host_bandwidth = so->host_bandwidth;
     cfg.timing_only = 1;
     cfg.timeout_s = 3600;
     tide_comm **comms = malloc((size_t)n * sizeof *comms);
@@ -240,7 +245,8 @@ static int report_one(const struct sim_opts *so, const struct outcome *o, double
 
 static const char *const *algos_of(enum bench_coll c)
 {
-    static const char *const allreduce[] = {"ring", "recursive_doubling", "rabenseifner", NULL};
+    static const char *const allreduce[] = {"ring", "recursive_doubling", "rabenseifner", "hier",
+                                            NULL};
     static const char *const allgather[] = {"ring", "bruck", "recursive_doubling", NULL};
     static const char *const rs[] = {"ring", "recursive_halving", NULL};
     static const char *const bcast[] = {"binomial", "chain", NULL};
@@ -295,6 +301,9 @@ static int sweep(const struct sim_opts *so, void *send, void *recv, size_t cap)
     const char *const *names = algos_of(so->b.coll);
     printf("# tide-sim sweep: %s, alpha %g us, %g GB/s per port; virtual times\n",
            bench_coll_name(so->b.coll), so->alpha_s * 1e6, so->bandwidth / 1e9);
+    if (so->per_host)
+        printf("# hosts of %d ranks sharing that port; inside a host %g us, %g GB/s\n",
+               so->per_host, so->host_alpha_s * 1e6, so->host_bandwidth / 1e9);
     printf("# %4s %10s", "ranks", "size");
     for (int i = 0; names[i]; i++)
         printf(" %12.12s", names[i]);
@@ -326,6 +335,10 @@ static const char usage[] =
     "  --alpha TIME       latency per message: ns, us, ms or s (default 5us)\n"
     "  --beta-gbps G      bandwidth of each rank's send and receive port, GB/s (default 12.5)\n"
     "  --jitter TIME      random extra delay per message (default 0)\n"
+    "  --ranks-per-host N hosts of N ranks: --alpha and --beta-gbps are then each\n"
+    "                     host's network port (shared by its ranks), and inside a\n"
+    "                     host messages cost --host-alpha (default 0.5us) and\n"
+    "                     --host-gbps (default 50)\n"
     "  -d DTYPE, -o OP    element type (default float) and reduction (default sum)\n"
     "  -r ROOT            root of broadcast and reduce (default 0)\n"
     "  -a ALGO            force an algorithm (TIDE_ALGO_<OP>)\n";
@@ -383,6 +396,12 @@ static int take(struct sim_opts *so, int argc, char **argv, int *i)
         ok = parse_time(v, &so->jitter_s);
     else if (!strcmp(o, "--beta-gbps"))
         ok = (so->bandwidth = atof(v) * 1e9) > 0;
+    else if (!strcmp(o, "--ranks-per-host"))
+        ok = (so->per_host = atoi(v)) >= 1;
+    else if (!strcmp(o, "--host-alpha"))
+        ok = parse_time(v, &so->host_alpha_s);
+    else if (!strcmp(o, "--host-gbps"))
+        ok = (so->host_bandwidth = atof(v) * 1e9) > 0;
     else if (!strcmp(o, "-d"))
         ok = bench_parse_dtype(v, &so->b.dtype);
     else if (!strcmp(o, "-o"))
@@ -403,7 +422,8 @@ int main(int argc, char **argv)
     struct sim_opts so = {.b = {.coll = COLL_ALLREDUCE, .min_bytes = 1024, .max_bytes = 0,
                                 .step_factor = 4, .dtype = TIDE_FLOAT32, .redop = TIDE_SUM},
                           .ranks = 0, .ranks_list = "4,16,64,256,1024,4096",
-                          .alpha_s = 5e-6, .bandwidth = 12.5e9};
+                          .alpha_s = 5e-6, .bandwidth = 12.5e9, .host_alpha_s = 0.5e-6,
+                          .host_bandwidth = 50e9};
     for (int i = 1; i < argc; i++) {
         int rc = take(&so, argc, argv, &i);
         if (rc)

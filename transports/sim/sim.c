@@ -222,7 +222,12 @@ int tide_sim_create(int n, const tide_sim_config *cfg, tide_sim **out, tide_comm
     s->dirty = malloc((size_t)n * sizeof *s->dirty);
     if (cfg->stage_slot_bytes)
         s->stage = calloc((size_t)n * SIM_STAGE_SLOTS, cfg->stage_slot_bytes);
-    rc = s->ranks && s->dirty && (s->stage || !cfg->stage_slot_bytes) ? 0 : TIDE_ENOMEM;
+    if (cfg->ranks_per_host)
+        s->nics = calloc((size_t)(n / cfg->ranks_per_host + 1), sizeof *s->nics);
+    rc = s->ranks && s->dirty && (s->stage || !cfg->stage_slot_bytes) &&
+                 (s->nics || !cfg->ranks_per_host)
+             ? 0
+             : TIDE_ENOMEM;
     for (int r = 0; !rc && r < n; r++)
         rc = add_rank(s, r);
     if (rc) {
@@ -253,6 +258,7 @@ void tide_sim_destroy(tide_sim *s)
     free(s->ranks);
     free(s->dirty);
     free(s->stage);
+    free(s->nics);
     free(s->crashes);
     free(s->stalls);
     free(s);

@@ -27,13 +27,18 @@ struct sim_peer {
     struct tide__match mq;
 };
 
+/* A port: when its sending and its receiving sides are free. */
+struct sim_port {
+    uint64_t tx_free, rx_free;
+};
+
 struct sim_rank {
     struct tide__transport base; /* base.ctx: its engine; NULL once finalized */
     struct tide_sim *sim;
     int rank;
     const char *gone; /* NULL while it takes part; else why not */
     char gone_buf[96];
-    uint64_t tx_free, rx_free; /* when its send and receive ports are free */
+    struct sim_port port;      /* its own: the network's, or inside its host */
     struct sim_peer *peers;    /* open addressing on peer; cap a power of 2 */
     size_t npeers, peers_cap;
     bool dirty; /* queued for its engine to deliver completions */
@@ -67,6 +72,7 @@ struct tide_sim {
     int n;
     struct sim_rank *ranks;
     uint64_t now; /* virtual ns */
+    struct sim_port *nics;  /* ranks_per_host: each host's network port */
     double ns_per_byte, host_ns_per_byte; /* between hosts, inside one */
     uint64_t alpha_ns, host_alpha_ns, jitter_ns;
     uint64_t rng;

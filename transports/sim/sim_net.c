@@ -107,6 +107,17 @@ static int host_rank(const struct tide_sim *s, int r)
     return per ? r - r % per : 0;
 }
 
+/* The port a message from a to b leaves and enters by: the ranks' own
+ * in a one-level network or inside a host; between hosts, the hosts'
+ * network ports, which all ranks of a host share (as a NIC). */
+static void ports(struct tide_sim *s, struct sim_rank *a, struct sim_rank *b, bool near,
+                  struct sim_port **out, struct sim_port **in)
+{
+    int per = s->cfg.ranks_per_host;
+    *out = near || !per ? &a->port : &s->nics[a->rank / per];
+    *in = near || !per ? &b->port : &s->nics[b->rank / per];
+}
+
 /* When a message of `bytes` posted now from a reaches b (see tide.h). */
 static uint64_t arrival(struct tide_sim *s, struct sim_rank *a, struct sim_rank *b,
                         struct sim_peer *q, size_t bytes)
@@ -114,13 +125,15 @@ static uint64_t arrival(struct tide_sim *s, struct sim_rank *a, struct sim_rank 
     uint64_t t = s->now;
     if (a != b) {
         bool near = host_rank(s, a->rank) == host_rank(s, b->rank);
+        struct sim_port *out, *in;
+        ports(s, a, b, near, &out, &in);
         uint64_t wire = (uint64_t)((double)bytes * (near ? s->host_ns_per_byte : s->ns_per_byte));
-        uint64_t start = t > a->tx_free ? t : a->tx_free;
-        a->tx_free = start + wire;
+        uint64_t start = t > out->tx_free ? t : out->tx_free;
+        out->tx_free = start + wire;
         t = start + wire + (near ? s->host_alpha_ns : s->alpha_ns);
-        if (t < b->rx_free + wire)
-            t = b->rx_free + wire;
-        b->rx_free = t;
+        if (t < in->rx_free + wire)
+            t = in->rx_free + wire;
+        in->rx_free = t;
     }
     if (s->jitter_ns)
         t += tide__sim_rand(s) % (s->jitter_ns + 1);
