@@ -11,15 +11,17 @@
 # iproute2; the namespaces are removed on exit.
 #
 #   tools/hosts_bench.sh [--rate 10gbit] [--per-host 2] [-b 64K] [-e 64M]
-#                        [-f 4] [-n 20] [--algos "rabenseifner ring hier"]
+#                        [-f 4] [-n 20] [--reps 5] [--algos "rabenseifner ring hier"]
 #
-# Prints one tide-perf table per algorithm (rank 0's), then a summary:
-# time per size for each, and the hierarchical one's ratio to the best
-# flat one.
+# Runs every algorithm over every size, --reps rounds with the
+# algorithms interleaved (a shared machine drifts: a block of runs per
+# algorithm would compare moments, not algorithms), then prints the
+# median time per size for each and the hierarchical one's ratio to the
+# best flat one.  Rank 0's tables are kept in the directory it names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rate=10gbit per_host=2 minb=64K maxb=64M factor=4 iters=20
+rate=10gbit per_host=2 minb=64K maxb=64M factor=4 iters=20 reps=5
 algos="rabenseifner ring hier"
 build=${TIDE_BUILD:-build}
 while (($#)); do
@@ -30,6 +32,7 @@ while (($#)); do
     -e) maxb=$2; shift ;;
     -f) factor=$2; shift ;;
     -n) iters=$2; shift ;;
+    --reps) reps=$2; shift ;;
     --algos) algos=$2; shift ;;
     *) echo "hosts_bench: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -67,48 +70,49 @@ done
 
 n=$((2 * per_host))
 port=29700
-# One run of tide-perf on every rank; rank 0's table in $out/$algo.txt.
+# One run of tide-perf on every rank; rank 0's table in $out/$algo.$rep.txt.
 run() {
-  local algo=$1 pids=() r
+  local algo=$1 rep=$2 pids=() r
   port=$((port + 1))
   for ((r = 0; r < n; r++)); do
     local h=$((r / per_host))
     ip netns exec "${ns[h]}" env RANK=$r WORLD_SIZE=$n MASTER_ADDR=10.77.0.1 \
       MASTER_PORT=$port TIDE_JOB_TOKEN=hosts-bench-$port OMP_NUM_THREADS=1 \
       "$build/tools/tide-perf" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w 3 \
-      -a "$algo" >"$out/$algo.$r.txt" 2>&1 &
+      -a "$algo" >"$out/$algo.rank$r.txt" 2>&1 &
     pids+=($!)
   done
   local failed=0
   for p in "${pids[@]}"; do wait "$p" || failed=1; done
-  cp "$out/$algo.0.txt" "$out/$algo.txt"
+  cp "$out/$algo.rank0.txt" "$out/$algo.$rep.txt"
   if ((failed)); then
     echo "hosts_bench: a rank of the $algo run failed:" >&2
-    cat "$out/$algo".*.txt >&2
+    cat "$out/$algo".rank*.txt >&2
     exit 1
   fi
 }
 
-for a in $algos; do
-  echo "== $a: $n ranks, 2 hosts of $per_host, links shaped to $rate"
-  run "$a"
-  cat "$out/$a.txt"
+echo "hosts_bench: $n ranks, 2 hosts of $per_host, links shaped to $rate, $reps rounds;" \
+  "tables in $out"
+for ((rep = 0; rep < reps; rep++)); do
+  for a in $algos; do run "$a" "$rep"; done
 done
 
-# Summary: the out-of-place time column of each table, side by side.
-python3 - "$out" $algos <<'EOF'
-import sys, re
-out, algos = sys.argv[1], sys.argv[2:]
+# Summary: the median out-of-place time of each algorithm per size.
+python3 - "$out" "$reps" $algos <<'EOF'
+import sys, statistics
+out, reps, algos = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 times = {}
 for a in algos:
-    for line in open(f"{out}/{a}.txt"):
-        f = line.split()
-        if len(f) > 6 and f[0].isdigit():
-            times.setdefault(int(f[0]), {})[a] = float(f[5])
-print("\nsize (B) " + "".join(f"{a:>14}" for a in algos) + "   hier / best flat")
+    for rep in range(reps):
+        for line in open(f"{out}/{a}.{rep}.txt"):
+            f = line.split()
+            if len(f) > 6 and f[0].isdigit():
+                times.setdefault(int(f[0]), {}).setdefault(a, []).append(float(f[5]))
+print("median us\nsize (B) " + "".join(f"{a:>20}" for a in algos) + "   hier / best flat")
 for size in sorted(times):
-    row = times[size]
+    row = {a: statistics.median(v) for a, v in times[size].items()}
     flat = [row[a] for a in algos if a != "hier" and a in row]
     ratio = f"{row['hier'] / min(flat):.2f}" if "hier" in row and flat else "-"
-    print(f"{size:>9}" + "".join(f"{row.get(a, float('nan')):>14.1f}" for a in algos) + f"   {ratio}")
+    print(f"{size:>9}" + "".join(f"{row.get(a, float('nan')):>20.1f}" for a in algos) + f"   {ratio}")
 EOF
