@@ -208,3 +208,29 @@ int harness_run(int n, const struct harness_opts *o, harness_body body, void *ar
         fresh_token(bc.token, sizeof bc.token);
     return harness_run_raw(n, o->run_limit_s, run_body, &bc);
 }
+
+void harness_killed_mid_allreduce(tide_comm *comm, void *arg)
+{
+    const struct harness_kill *k = arg;
+    int r = tide_comm_rank(comm);
+    size_t count = (size_t)16 << 20;
+    float *v = calloc(count, sizeof *v);
+    EXPECT(v, "calloc");
+    EXPECT_OK(tide_barrier(comm));
+    tide_req *req;
+    EXPECT_OK(tide_iallreduce(comm, TIDE_IN_PLACE, v, count, TIDE_FLOAT32, TIDE_SUM, &req));
+    if (r == k->victim) {
+        struct timespec pause = {0, (long)k->pause_ms * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        raise(SIGKILL);
+    }
+    int rc = tide_wait(req, 20000);
+    EXPECT(!strcmp(tide_req_algorithm(req), k->algo), "ran %s, not %s", tide_req_algorithm(req),
+           k->algo);
+    EXPECT(rc == TIDE_EPEER, "rank %d: the allreduce returned %s: %s", r, tide_err_name(rc),
+           tide_req_message(req));
+    tide_req_free(req);
+    rc = tide_allreduce(comm, TIDE_IN_PLACE, v, 1 << 20, TIDE_FLOAT32, TIDE_SUM);
+    EXPECT(rc != 0, "rank %d: an allreduce after the loss succeeded", r);
+    free(v);
+}

@@ -59,6 +59,18 @@ int harness_run(int n, const struct harness_opts *o, harness_body body, void *ar
  * that need several ranks to do different things around init. */
 int harness_run_raw(int n, int run_limit_s, int (*fn)(int rank, int port, void *arg), void *arg);
 
+/* A body (arg: struct harness_kill): every rank starts a 64 MiB float
+ * all-reduce and rank `victim` is killed pause_ms later.  Every other
+ * rank must have run `algo` and fail with TIDE_EPEER within the run
+ * limit, and its next all-reduce on the communicator must fail too
+ * rather than hang.  harness_run then counts exactly one failed rank. */
+struct harness_kill {
+    int victim;
+    int pause_ms;
+    const char *algo;
+};
+void harness_killed_mid_allreduce(tide_comm *comm, void *arg);
+
 /* The config a child would use: rank, size, port, token, deadlines. */
 void harness_config(tide_config *cfg, int rank, int n, int port, const char *token,
                     const struct harness_opts *o);

@@ -8,7 +8,6 @@
  * a rank that never calls fails the others at their deadline with an
  * account that names the part they were in. */
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -23,7 +22,7 @@
 #include "tests/harness.h"
 
 /* Run body on n ranks in test hosts of host_size ranks (shm inside). */
-static int run_hosts(int n, int host_size, double timeout_s, harness_body body)
+static int run_hosts(int n, int host_size, double timeout_s, harness_body body, void *arg)
 {
     struct harness_opts o;
     harness_defaults(&o);
@@ -33,7 +32,7 @@ static int run_hosts(int n, int host_size, double timeout_s, harness_body body)
     snprintf(k, sizeof k, "%d", host_size);
     setenv("TIDE_TRANSPORT", "shm", 1);
     setenv("TIDE_TEST_HOST_SIZE", k, 1);
-    int failed = harness_run(n, &o, body, NULL);
+    int failed = harness_run(n, &o, body, arg);
     unsetenv("TIDE_TEST_HOST_SIZE");
     unsetenv("TIDE_TRANSPORT");
     return failed;
@@ -94,10 +93,10 @@ static void chooses(tide_comm *comm, void *arg)
 static void chosen_where_hosts_are_even(void **state)
 {
     host_size = 2;
-    assert_int_equal(run_hosts(4, 2, 0, chooses), 0);
-    assert_int_equal(run_hosts(6, 2, 0, chooses), 0);
+    assert_int_equal(run_hosts(4, 2, 0, chooses, NULL), 0);
+    assert_int_equal(run_hosts(6, 2, 0, chooses, NULL), 0);
     host_size = 3; /* 3 + 1: uneven, flat */
-    assert_int_equal(run_hosts(4, 3, 0, chooses), 0);
+    assert_int_equal(run_hosts(4, 3, 0, chooses, NULL), 0);
 }
 
 /* Forced at every size, in every reducing op, float and integer, in
@@ -149,8 +148,8 @@ static void forced_everywhere(tide_comm *comm, void *arg)
 static void forced_at_every_size_and_op(void **state)
 {
     setenv("TIDE_ALGO_ALLREDUCE", "hier", 1);
-    assert_int_equal(run_hosts(4, 2, 0, forced_everywhere), 0);
-    assert_int_equal(run_hosts(6, 3, 0, forced_everywhere), 0);
+    assert_int_equal(run_hosts(4, 2, 0, forced_everywhere, NULL), 0);
+    assert_int_equal(run_hosts(6, 3, 0, forced_everywhere, NULL), 0);
     unsetenv("TIDE_ALGO_ALLREDUCE");
 }
 
@@ -211,7 +210,7 @@ static void together(tide_comm *comm, void *arg)
 
 static void many_in_flight_beside_other_collectives(void **state)
 {
-    assert_int_equal(run_hosts(4, 2, 0, together), 0);
+    assert_int_equal(run_hosts(4, 2, 0, together, NULL), 0);
 }
 
 /* Large and small hierarchical all-reduces in flight: a small one's
@@ -255,39 +254,16 @@ static void sizes_in_flight(tide_comm *comm, void *arg)
 
 static void large_and_small_in_flight(void **state)
 {
-    assert_int_equal(run_hosts(4, 2, 0, sizes_in_flight), 0);
+    assert_int_equal(run_hosts(4, 2, 0, sizes_in_flight, NULL), 0);
 }
 
 /* Rank 3 dies while a 64 MiB hierarchical all-reduce runs: every other
  * rank fails with TIDE_EPEER (those on the other host too, whose parts
  * never met rank 3), and the next call on the communicator fails. */
-static void killed_mid(tide_comm *comm, void *arg)
-{
-    int r = tide_comm_rank(comm);
-    size_t count = (size_t)16 << 20;
-    float *v = calloc(count, sizeof *v);
-    EXPECT(v, "calloc");
-    EXPECT_OK(tide_barrier(comm));
-    tide_req *req;
-    EXPECT_OK(tide_iallreduce(comm, TIDE_IN_PLACE, v, count, TIDE_FLOAT32, TIDE_SUM, &req));
-    if (r == 3) {
-        struct timespec pause = {0, 5 * 1000 * 1000};
-        nanosleep(&pause, NULL);
-        raise(SIGKILL);
-    }
-    int rc = tide_wait(req, 20000);
-    EXPECT(!strcmp(tide_req_algorithm(req), "hier"), "ran %s", tide_req_algorithm(req));
-    EXPECT(rc == TIDE_EPEER, "rank %d: the allreduce returned %s: %s", r, tide_err_name(rc),
-           tide_req_message(req));
-    tide_req_free(req);
-    rc = tide_allreduce(comm, TIDE_IN_PLACE, v, 1 << 20, TIDE_FLOAT32, TIDE_SUM);
-    EXPECT(rc != 0, "rank %d: an allreduce after the loss succeeded", r);
-    free(v);
-}
-
 static void rank_killed_mid_hierarchical_allreduce(void **state)
 {
-    assert_int_equal(run_hosts(4, 2, 0, killed_mid), 1); /* the killed rank, and only it */
+    struct harness_kill k = {3, 5, "hier"};
+    assert_int_equal(run_hosts(4, 2, 0, harness_killed_mid_allreduce, &k), 1); /* the killed rank */
 }
 
 /* Rank 0 never calls: the others fail at their deadline (one second
@@ -317,7 +293,7 @@ static void one_never_calls(tide_comm *comm, void *arg)
 
 static void a_rank_that_never_calls_times_the_others_out(void **state)
 {
-    assert_int_equal(run_hosts(4, 2, 1.0, one_never_calls), 0);
+    assert_int_equal(run_hosts(4, 2, 1.0, one_never_calls, NULL), 0);
 }
 
 int main(void)

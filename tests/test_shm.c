@@ -241,58 +241,35 @@ static void staged_together(tide_comm *comm, void *arg)
     EXPECT_OK(tide_comm_free(half));
 }
 
-/* Run body on n ranks with TIDE_TRANSPORT=shm; how many ranks failed. */
-static int run_on_shm(int n, harness_body body)
+/* Run body(arg) on n ranks with TIDE_TRANSPORT=shm; how many ranks failed. */
+static int run_on_shm(int n, harness_body body, void *arg)
 {
     struct harness_opts o;
     harness_defaults(&o);
     setenv("TIDE_TRANSPORT", "shm", 1);
-    int failed = harness_run(n, &o, body, NULL);
+    int failed = harness_run(n, &o, body, arg);
     unsetenv("TIDE_TRANSPORT");
     return failed;
 }
 
 static void staged_collectives_together(void **state)
 {
-    assert_int_equal(run_on_shm(4, staged_together), 0);
+    assert_int_equal(run_on_shm(4, staged_together, NULL), 0);
 }
 
 /* Rank 2 dies while a 64 MiB staged allreduce runs: every other rank
  * fails with TIDE_EPEER within the run limit, and the next staged call
  * on the broken communicator fails too rather than hang. */
-static void killed_mid_staged(tide_comm *comm, void *arg)
-{
-    int r = tide_comm_rank(comm);
-    size_t count = (size_t)16 << 20;
-    float *v = calloc(count, sizeof *v);
-    EXPECT(v, "calloc");
-    EXPECT_OK(tide_barrier(comm));
-    tide_req *req;
-    EXPECT_OK(tide_iallreduce(comm, TIDE_IN_PLACE, v, count, TIDE_FLOAT32, TIDE_SUM, &req));
-    if (r == 2) {
-        struct timespec pause = {0, 2 * 1000 * 1000};
-        nanosleep(&pause, NULL);
-        raise(SIGKILL);
-    }
-    int rc = tide_wait(req, 20000);
-    EXPECT(!strcmp(tide_req_algorithm(req), "shm"), "ran %s", tide_req_algorithm(req));
-    EXPECT(rc == TIDE_EPEER, "rank %d: the allreduce returned %s: %s", r, tide_err_name(rc),
-           tide_req_message(req));
-    tide_req_free(req);
-    rc = tide_allreduce(comm, TIDE_IN_PLACE, v, 1 << 20, TIDE_FLOAT32, TIDE_SUM);
-    EXPECT(rc != 0, "rank %d: an allreduce after the loss succeeded", r);
-    free(v);
-}
-
 static void rank_killed_mid_staged_collective(void **state)
 {
-    assert_int_equal(run_on_shm(4, killed_mid_staged), 1); /* the killed rank, and only it */
+    struct harness_kill k = {2, 2, "shm"};
+    assert_int_equal(run_on_shm(4, harness_killed_mid_allreduce, &k), 1); /* the killed rank */
 }
 
 static void killed_rank_leaves_nothing_behind(void **state)
 {
     int before = tide_entries_in_dev_shm();
-    assert_int_equal(run_on_shm(2, killed_mid_stream), 1); /* the killed rank, and only it */
+    assert_int_equal(run_on_shm(2, killed_mid_stream, NULL), 1); /* the killed rank, and only it */
     assert_int_equal(tide_entries_in_dev_shm(), before);
 }
 
