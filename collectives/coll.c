@@ -6,10 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Collectives whose bytes flow one way, down or up a tree: a sender
+ * waits on nothing from its receiver while that one copies, so the
+ * receiver may pull the payload out of the sender's buffer (transport.h,
+ * pull).  Where two ranks exchange (all-gather, all-reduce), both would
+ * pull from each other at once: measured slower over shared memory. */
+static bool one_way(uint8_t kind)
+{
+    return kind == TIDE_KIND_BROADCAST || kind == TIDE_KIND_SCATTER ||
+           kind == TIDE_KIND_GATHER || kind == TIDE_KIND_REDUCE;
+}
+
 void tide__coll_post(struct tide__coll *c, tide__msg *m, enum tide__msg_dir dir, int peer,
                      uint32_t tag, void *buf, size_t bytes)
 {
     tide__msg_init(m, &c->req, dir, peer, c->kind, tag, buf, bytes);
+    m->pull = dir == TIDE_MSG_SEND && one_way(c->kind);
     tide__req_post(&c->req, m);
 }
 

@@ -89,16 +89,19 @@ static bool ring_pays(int n, size_t bytes)
  * With more ranks the others forward the bytes more often, so staging
  * pays sooner: 4-rank allreduce 256 KiB 93-97 against 231-249 us.  At
  * 2 ranks: allreduce 512 KiB 69-75 against 83-95 us, all-gather even at
- * 512 KiB and ahead from 1 MiB, broadcast (cut into pieces below two
- * halves, stage_bcast.c) ahead of the binomial tree from 256 KiB (33-35
- * against 38-39 us; 512 KiB 71 against 76-89). */
+ * 512 KiB and ahead from 1 MiB.  Broadcast on 2 ranks from 2 MiB: since
+ * a broadcast's messages may be pulled in one copy (coll.c, one_way),
+ * the tree takes 512 KiB in 30-32 us against the staged 66-68 and the
+ * chain 1 MiB in 73-77 against 114-117; from 2 MiB staging is ahead
+ * again (92-93 against 136-140 us; 4 MiB 171-183 against 273-290;
+ * three interleaved rounds, 2026-11-25). */
 static size_t stage_from(uint8_t kind, int n)
 {
     switch (kind) {
     case TIDE_KIND_ALLREDUCE:
         return n == 2 ? (size_t)512 << 10 : (size_t)128 << 10;
     case TIDE_KIND_BROADCAST:
-        return n == 2 ? (size_t)256 << 10 : (size_t)128 << 10;
+        return n == 2 ? (size_t)2 << 20 : (size_t)128 << 10;
     case TIDE_KIND_ALLGATHER:
         return n == 2 ? (size_t)512 << 10 : (size_t)256 << 10;
     default:

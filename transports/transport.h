@@ -49,6 +49,11 @@ typedef struct tide__msg {
     size_t len;                 /* send: payload bytes; receive: capacity */
     size_t got;                 /* receive: payload bytes that arrived */
     int status;                 /* set at completion: 0 or TIDE_E* */
+    uint8_t pull;               /* send: the receiver may copy the payload
+                                 * straight out of buf (a transport may then
+                                 * move it in one copy): set where the sender
+                                 * does nothing else with the peer meanwhile,
+                                 * as down a broadcast's tree */
     void *tpriv;                /* transport-private while posted */
     uint8_t completed;          /* engine: tide__msg_done has run */
     uint64_t trace_t0;          /* engine, TIDE_TRACE: when it was posted */

@@ -306,11 +306,17 @@ int tide__shm_create(struct tide__ctx *ctx, int *fds, bool required,
     tp->peers = peers;
     tp->memfd = -1;
     tp->pool.limit = DEFAULT_UX_LIMIT;
-    /* Single copies only with TIDE_SHM_CMA=1: on this project's 2-core
-     * machines the rings were as fast or faster (docs/architecture.md,
-     * "Shared memory on one host"), so they are the default. */
+    /* Single copies for messages that may be pulled (one-way
+     * collectives) by default; for all with TIDE_SHM_CMA=1, none with 0.
+     * On this project's 2-core machines the rings were as fast or faster
+     * for exchanges, single copies faster one way (docs/architecture.md,
+     * "Shared memory on one host"). */
     const char *cma = getenv("TIDE_SHM_CMA");
-    tp->cma_min = cma && !strcmp(cma, "1") ? SHM_CMA_MIN : SIZE_MAX;
+    if (cma && *cma && strcmp(cma, "0") && strcmp(cma, "1") && strcmp(cma, "auto"))
+        tide__log(TIDE_LOG_WARN, ctx->rank, "TIDE_SHM_CMA=%s: expected auto, 0 or 1; using auto",
+                  cma);
+    tp->cma_min = cma && !strcmp(cma, "0") ? SIZE_MAX : SHM_CMA_MIN;
+    tp->cma_all = cma && !strcmp(cma, "1");
     tp->wake_uop.complete = wake_complete;
     for (int p = 0; p < ctx->size; p++)
         peers[p] = (struct shm_peer){.tp = tp, .peer = p, .fd = -1,

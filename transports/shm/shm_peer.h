@@ -19,14 +19,19 @@
  *
  * Single copy: a payload of at least cma_min bytes to a peer whose
  * memory we may read and that may read ours (probed at setup) is not
- * copied into the ring.  Its header carries SHM_HDR_REMOTE in its first
- * reserved byte and is followed by a descriptor (the payload's address
- * in the sender, its length); the reader copies the payload straight
- * from the sender with process_vm_readv(2) into the destination, then
- * counts it in the ring's `acked`, and the sender completes the message
- * when its count comes up.  Where the kernel refuses (a container
- * without ptrace permission), the pair keeps the ring and says so.  Off
- * unless TIDE_SHM_CMA=1: measured slower than the ring here.
+ * copied into the ring, if its message may be pulled (transport.h:
+ * collectives whose bytes flow one way, as a broadcast's) or
+ * TIDE_SHM_CMA=1 asks for it everywhere.  Its header carries
+ * SHM_HDR_REMOTE in its first reserved byte and is followed by a
+ * descriptor (the payload's address in the sender, its length); the
+ * reader copies the payload straight from the sender with
+ * process_vm_readv(2) into the destination, then counts it in the
+ * ring's `acked`, and the sender completes the message when its count
+ * comes up.  Where the kernel refuses (a container without ptrace
+ * permission), the pair keeps the ring and says so.  Everywhere it
+ * measured slower than the ring here (both ranks of an exchange copying
+ * from each other at once); one way, faster (docs/architecture.md).
+ * TIDE_SHM_CMA=0: never.
  *
  * After the rings the segment holds the staging area that collectives
  * read each other's data from (transport.h, collectives/stage.c):
@@ -119,6 +124,7 @@ struct tide__shm {
     struct tide__rx_pool pool; /* payload bytes held as unexpected */
     unsigned nparked;         /* peers whose header waits for pool room */
     size_t cma_min;           /* single copy from this size; SIZE_MAX: never */
+    bool cma_all;             /* for every message, not only those that may be pulled */
     uint8_t *stage;           /* our staging area (in our segment) */
     bool stage_ok;            /* every rank of this host maps every other's */
     int *host;                /* [size] each rank's host: the lowest rank on it */
