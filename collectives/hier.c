@@ -47,6 +47,8 @@ static void prepare(struct tide__coll *c)
 {
     struct hier_op *op = (struct hier_op *)c;
     tide_comm *comm = c->req.comm;
+    if (c->req.late_err)
+        return; /* it only reports a late error, numbered nowhere (async_error.c) */
     if (!comm->host[0] || !comm->host[1] || !comm->cross) {
         op->err = comm->hosts_err ? comm->hosts_err : TIDE_EPROTO;
         snprintf(op->why, sizeof op->why, "this rank could not make the communicators of its "
