@@ -37,9 +37,10 @@ struct hier_op {
     tide__msg m;         /* the running part */
 };
 
-static const char *const part_name[PARTS] = {"reduce-scatter inside the host",
-                                             "all-reduce across hosts",
-                                             "all-gather inside the host"};
+/* The parts' names, as their own messages and the parent's give them. */
+static const char *const part_name[PARTS] = {"reduce_scatter inside the host",
+                                             "allreduce across hosts",
+                                             "allgather inside the host"};
 
 /* Make the three parts now (the caller's thread): their sequence numbers
  * on the host's and the cross communicator follow the calling order. */
@@ -67,13 +68,13 @@ static void prepare(struct tide__coll *c)
      * small slice, recursive doubling's log2 H whole-slice rounds, all L
      * at once through one port, lose to Rabenseifner's halves). */
     size_t whole = c->count * c->esize;
-    int rc = tide__coll_part(TIDE_KIND_REDUCE_SCATTERV, "reduce_scatter", comm->host[0], c->sendbuf,
+    int rc = tide__coll_part(TIDE_KIND_REDUCE_SCATTERV, part_name[0], comm->host[0], c->sendbuf,
                              mine, c->count, c->dtype, sum, 0, &op->part[0]);
     if (!rc)
-        rc = tide__coll_part(TIDE_KIND_ALLREDUCE, "allreduce", comm->cross, mine, mine,
+        rc = tide__coll_part(TIDE_KIND_ALLREDUCE, part_name[1], comm->cross, mine, mine,
                              op->slice_len, c->dtype, sum, whole, &op->part[1]);
     if (!rc)
-        rc = tide__coll_part(TIDE_KIND_ALLGATHERV, "allgather", comm->host[1], mine, c->recvbuf,
+        rc = tide__coll_part(TIDE_KIND_ALLGATHERV, part_name[2], comm->host[1], mine, c->recvbuf,
                              c->count, c->dtype, sum, 0, &op->part[2]);
     if (rc) {
         op->err = rc;
