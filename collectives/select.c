@@ -123,12 +123,6 @@ static const struct tide__algo *staged(uint8_t kind, int n, size_t bytes)
     }
 }
 
-/* Ranks spread evenly over hosts, at least two on each (hosts.c). */
-static bool hierarchical(const tide_comm *comm)
-{
-    return comm->nhosts >= 2 && comm->per_host >= 2;
-}
-
 /* Across hosts, the hierarchical all-reduce crosses the network once
  * per slice, in log2 H rounds or fewer, where recursive doubling and
  * Rabenseifner cross it in up to log2 n rounds: from 16 KiB to 64 KiB
@@ -158,7 +152,7 @@ static const struct tide__algo *by_size(uint8_t kind, const tide_comm *comm, siz
     const struct tide__algo *fast = comm->shared ? staged(kind, n, bytes) : NULL;
     if (fast)
         return fast;
-    if (kind == TIDE_KIND_ALLREDUCE && hierarchical(comm) && hier_pays(comm, bytes))
+    if (kind == TIDE_KIND_ALLREDUCE && tide__comm_hierarchical(comm) && hier_pays(comm, bytes))
         return &tide__algo_hier_allreduce;
     switch (kind) {
     case TIDE_KIND_ALLREDUCE:
@@ -221,7 +215,7 @@ const struct tide__algo *tide__select(uint8_t kind, const tide_comm *comm, size_
         if (strcmp(want, c->name) != 0)
             continue;
         if ((c->need == POW2 && !tide__is_pow2(n)) || (c->need == SHARED && !comm->shared) ||
-            (c->need == HOSTS && !hierarchical(comm)))
+            (c->need == HOSTS && !tide__comm_hierarchical(comm)))
             return by_size(kind, comm, bytes);
         return c->algo;
     }

@@ -11,7 +11,6 @@ static int world_rank(const tide_comm *comm, int q)
     return comm->world_of ? comm->world_of[q] : q;
 }
 
-
 size_t tide__stage_share_off(size_t elems, int n, int q)
 {
     size_t base = elems / (size_t)n, extra = elems % (size_t)n, uq = (size_t)q;

@@ -452,6 +452,10 @@ void tide__scratch_free_all(struct tide__ctx *ctx);
 /* Drop a reference to a sub-communicator; the last one frees it. */
 void tide__comm_unref(tide_comm *comm);
 
+/* The communicator of this process with wire id `id` (the world or a
+ * live sub-communicator), or NULL.  Any thread. */
+tide_comm *tide__comm_find(struct tide__ctx *ctx, uint32_t id);
+
 /* ---- subreq.c: a request made of requests ---- */
 
 /* Give part (a collective made with tide__req_new, not submitted) its
@@ -483,9 +487,14 @@ void tide__req_drop_part(tide_req *part, int err, const char *why);
 void tide__comm_hosts_init(tide_comm *comm);
 /* With comm: free the communicators hosts_init made. */
 void tide__comm_hosts_free(tide_comm *comm);
-/* The communicator of this process with wire id `id` (the world or a
- * live sub-communicator), or NULL.  Any thread. */
-tide_comm *tide__comm_find(struct tide__ctx *ctx, uint32_t id);
+/* Whether comm's members are spread evenly over hosts, at least two on
+ * each of at least two: then hosts_init made the hierarchy (or failed
+ * to, hosts_err), and hierarchical collectives are chosen alike on
+ * every member either way. */
+static inline bool tide__comm_hierarchical(const tide_comm *comm)
+{
+    return comm->nhosts >= 2 && comm->per_host >= 2;
+}
 
 /* ---- p2p.c ---- */
 

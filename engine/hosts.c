@@ -140,7 +140,7 @@ void tide__comm_hosts_init(tide_comm *comm)
     for (int h = 1; h < nhosts; h++)
         if (per[h] != per[0])
             comm->per_host = 0;
-    if (nhosts >= 2 && comm->per_host >= 2) {
+    if (tide__comm_hierarchical(comm)) {
         comm->hosts_err = make_hierarchy(comm, hostix, local);
         if (comm->hosts_err)
             tide__log(TIDE_LOG_ERROR, comm->rank, "cannot make the communicators of a "
