@@ -45,6 +45,11 @@ static int check_config(const tide_config *cfg)
         why = "tcp_congestion is not terminated";
     else if (!memchr(cfg->transport, '\0', sizeof cfg->transport))
         why = "transport is not terminated";
+    else if (!memchr(cfg->progress_cpus, '\0', sizeof cfg->progress_cpus))
+        why = "progress_cpus is not terminated";
+    else if (!tide__placement_setting_ok(cfg->progress_cpus))
+        why = "progress_cpus (TIDE_PROGRESS_CPUS) is neither auto, none nor a CPU list such as "
+              "3, 2,18 or 4-5";
     char tp_why[200];
     if (!why && tide__transport_check(cfg, tp_why, sizeof tp_why))
         why = tp_why;
@@ -206,6 +211,17 @@ const char *tide_comm_reactor(const tide_comm *comm)
         return NULL;
     const struct tide__ctx *ctx = comm->ctx;
     return ctx->reactor.ops ? ctx->reactor.ops->name : ctx->drive->name;
+}
+
+int tide_comm_progress_cpus(const tide_comm *comm, char *buf, size_t len)
+{
+    if (!comm || !buf || !len)
+        return TIDE_EINVAL;
+    /* Set before tide_init returned (the thread placed itself before it
+     * said it was ready), so no lock. */
+    const struct tide__placement *p = &comm->ctx->place;
+    tide__cpulist_format(&p->progress, buf, len);
+    return p->own ? 1 : 0;
 }
 
 const char *tide_comm_transport(const tide_comm *comm, int peer)

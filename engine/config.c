@@ -137,7 +137,6 @@ static int read_yield(tide_config *cfg)
         return 0;
     if (!strcasecmp(s, "auto")) {
         cfg->yield_when_idle = -1;
-    cfg->reactor = TIDE_REACTOR_AUTO;
         return 0;
     }
     if (!strcmp(s, "0") || !strcmp(s, "1")) {
@@ -203,6 +202,9 @@ int tide_config_from_env(tide_config *cfg)
     if (!rc && (s = getenv("TIDE_TRANSPORT")))
         rc = copy_string("TIDE_TRANSPORT", strcasecmp(s, "auto") ? s : "", cfg->transport,
                          sizeof cfg->transport);
+    if (!rc && (s = getenv("TIDE_PROGRESS_CPUS")))
+        rc = copy_string("TIDE_PROGRESS_CPUS", strcasecmp(s, "auto") ? s : "", cfg->progress_cpus,
+                         sizeof cfg->progress_cpus);
     if (!rc && (s = getenv("TIDE_TRACE")))
         rc = copy_string("TIDE_TRACE", s, cfg->trace_path, sizeof cfg->trace_path);
     return rc;

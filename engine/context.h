@@ -25,6 +25,7 @@
 
 #include "engine/clock.h"
 #include "engine/mpsc.h"
+#include "engine/placement.h"
 #include "engine/reactor.h"
 #include "engine/recorder.h"
 #include "engine/seqmap.h"
@@ -209,6 +210,8 @@ struct tide__ctx {
                                    or a post was queued since */
     pthread_t thread;
     bool thread_started;
+    struct tide__placement place; /* where the progress thread runs (placement.h); its
+                                     `own` is cleared if the thread could not go there */
     struct tide__mpsc cmds;
     _Atomic int sleeping;     /* threads (about to be) blocked in the reactor's kernel wait:
                                  the progress thread, a caller in tide_wait, or both */

@@ -133,6 +133,11 @@ typedef struct tide_config {
                                    it, TCP to the others), "shm" (the same, but a pair on
                                    one host that cannot share memory fails tide_init),
                                    or "tcp" (TCP only) */
+    char progress_cpus[128];    /* where the progress thread runs: "" (auto: a CPU of this
+                                   process's mask that the caller's thread then leaves to
+                                   it, when the mask has two or more CPUs and no other
+                                   local rank shares it), "none", or a CPU list ("5",
+                                   "5,21", "4-5"); said at info level */
 } tide_config;
 
 /* Fill cfg with defaults: size 1, rank 0, 127.0.0.1:29500, timeout 300 s,
@@ -149,7 +154,8 @@ TIDE_API void tide_config_default(tide_config *cfg);
  * TIDE_BOOTSTRAP_TIMEOUT, TIDE_PROGRESS, TIDE_SPIN_US, TIDE_YIELD_WHEN_IDLE
  * (auto, 0 or 1), TIDE_TCP_CONGESTION (auto, system or an algorithm's
  * name), TIDE_REACTOR (auto, io_uring or epoll), TIDE_TRANSPORT (auto or
- * a transport's name), TIDE_LOG_LEVEL and TIDE_TRACE (trace_path).
+ * a transport's name), TIDE_PROGRESS_CPUS (auto, none or a CPU list),
+ * TIDE_LOG_LEVEL and TIDE_TRACE (trace_path).
  * Returns TIDE_EINVAL (and logs which variable) on a malformed value.
  */
 TIDE_API int tide_config_from_env(tide_config *cfg);
@@ -183,6 +189,17 @@ TIDE_API const char *tide_comm_reactor(const tide_comm *comm);
  * whatever it says.  NULL when comm is NULL, peer is out of range or
  * comm's process has finalized. */
 TIDE_API const char *tide_comm_transport(const tide_comm *comm, int peer);
+
+/*
+ * Where comm's progress thread runs (TIDE_PROGRESS_CPUS, tide-run's
+ * binding): writes its CPUs as a list ("7", "6,22") into buf, or "" when
+ * it was left to the scheduler (or there is no progress thread: inline
+ * progress, a simulated rank).  Returns 1 when those CPUs are its own -
+ * the calling thread of tide_init was moved off them, so communication
+ * moves while that thread computes - 0 when it shares the caller's, and
+ * TIDE_EINVAL when comm or buf is NULL or len is 0.
+ */
+TIDE_API int tide_comm_progress_cpus(const tide_comm *comm, char *buf, size_t len);
 
 /* This process's rank in comm, or TIDE_EINVAL when comm is NULL. */
 TIDE_API int tide_comm_rank(const tide_comm *comm);

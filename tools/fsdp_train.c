@@ -61,7 +61,7 @@ static int run(tide_comm *world, const struct opts *o)
         report_header(o, tide_comm_size(world), o->prefetch);
     int rc = train_steps(world, o, &o->prefetch, 1, &st, &pure, 1);
     if (rc == 0 && rank == 0)
-        report_summary(o, st, pure, tide_comm_size(world));
+        report_summary(world, o, st, pure);
     if (rc == 0)
         report_ranks(world, o, st, pure);
     if (rc == 0 && o->check)

@@ -89,9 +89,11 @@ double train_median(double *v, int n); /* sorts v */
 void report_header(const struct opts *o, int n, int prefetch);
 void report_step(const struct opts *o, int s, const struct step_stats *st, double pure);
 /* The medians, then the headline: the share of the communication that
- * hid behind compute, and why it is small when n ranks share fewer
- * cores. */
-void report_summary(const struct opts *o, const struct step_stats *st, double pure, int n);
+ * hid behind compute, where rank 0's progress thread ran, and why little
+ * hid when it had no CPU of its own (ranks >= the host's CPUs, or a
+ * launch that did not place it). */
+void report_summary(tide_comm *world, const struct opts *o, const struct step_stats *st,
+                    double pure);
 /* The least and the most any rank was blocked (median per step), on
  * rank 0: the figures above are rank 0's own, and a rank that ends its
  * compute first also waits for the slowest, which no prefetch can

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "fsdp_train.h"
 
@@ -87,17 +88,19 @@ static int local_ranks(int n)
     return s && atoi(s) > 0 ? atoi(s) : n;
 }
 
-static int usable_cores(void)
+/* The host's CPUs, not this rank's mask: a rank bound to one core would
+ * otherwise read "8 ranks share 1 cores" on a 16-core host. */
+static int host_cpus(void)
 {
-    cpu_set_t set;
-    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
 
 /* What a newcomer reads first.  1 - blocked / pure goes negative when the
  * ranks were blocked longer than the communication alone takes (waiting
  * for slower ranks, and for a core): that is "nothing hid", said so,
  * rather than a negative share. */
-static void report_hidden(double blocked, double pure, int n)
+static void report_hidden(tide_comm *world, double blocked, double pure)
 {
     double hidden = pure > 0 ? 1.0 - blocked / pure : 0.0;
     printf("communication hidden behind compute: %.0f %% of the %.2f ms it takes alone per step",
@@ -106,16 +109,28 @@ static void report_hidden(double blocked, double pure, int n)
         printf(" (the ranks were blocked %.2f ms, longer than that: waiting for slower ranks and "
                "for a core)", blocked * 1e3);
     printf("\n");
-    int local = local_ranks(n), cores = usable_cores();
-    if (local > cores)
-        printf("why so little: %d ranks share %d cores here, and the copies that move the data "
-               "(the kernel's for TCP, the reactor's for shared memory) need the cores the math "
-               "is using; with a core per rank, or with the math on an accelerator (--compute "
-               "sleep shows that case), most of it hides\n",
-               local, cores);
+    char cpus[64];
+    int local = local_ranks(tide_comm_size(world)), host = host_cpus();
+    int own = tide_comm_progress_cpus(world, cpus, sizeof cpus);
+    if (own == 1) {
+        printf("rank 0's progress thread runs on CPU %s, beside the math (%d ranks on %d CPUs "
+               "here)\n", cpus, local, host);
+        return;
+    }
+    if (local >= host)
+        printf("why so little: %d ranks on %d CPUs here leave no CPU for the progress threads: "
+               "the copies that move the data (the kernel's for TCP, the reactor's for shared "
+               "memory) wait for the cores the math is using; with fewer ranks than CPUs, or "
+               "with the math on an accelerator (--compute sleep shows that case), most of it "
+               "hides\n", local, host);
+    else
+        printf("why so little: rank 0's progress thread shares its CPUs with the math (%d ranks "
+               "on %d CPUs here): launch with tide-run, which gives each rank one beside its "
+               "compute, or set TIDE_PROGRESS_CPUS\n", local, host);
 }
 
-void report_summary(const struct opts *o, const struct step_stats *st, double pure, int n)
+void report_summary(tide_comm *world, const struct opts *o, const struct step_stats *st,
+                    double pure)
 {
     struct medians m = summarize(o, st);
     printf("median of steps %d..%d: step %.2f ms, compute %.2f ms, blocked %.2f ms = %.1f %% of "
@@ -127,7 +142,7 @@ void report_summary(const struct opts *o, const struct step_stats *st, double pu
     if (o->budget)
         printf(" (budget %zu B)", o->budget);
     printf("\n");
-    report_hidden(m.blocked, pure, n);
+    report_hidden(world, m.blocked, pure);
 }
 
 void report_ranks(tide_comm *world, const struct opts *o, const struct step_stats *st, double pure)

@@ -638,6 +638,16 @@ static void drain_all_now(struct launcher *l)
 
 /* ------------------------------------------------------------------ spawn */
 
+/* At info level (TIDE_LOG_LEVEL >= 2, as libtide's): where ranks and
+ * their progress threads go, or why they are not bound. */
+static void say_binding(const struct bind_plan *plan)
+{
+    const char *level = getenv("TIDE_LOG_LEVEL");
+    if (!level || atoi(level) < 2 || !plan->summary[0])
+        return;
+    fprintf(stderr, "tide-run: %s\n", plan->summary);
+}
+
 /* Runs in the forked child; never returns. */
 _Noreturn static void run_child(const struct launcher *l, int rank, int out_fd, int err_fd)
 {
@@ -1036,6 +1046,7 @@ int main(int argc, char **argv)
         usage_error("%s", why);
         return EXIT_USAGE;
     }
+    say_binding(&l.bind);
     if (launcher_init(&l) != 0) {
         fprintf(stderr, "tide-run: cannot start: %s\n", strerror(errno));
         launcher_free(&l);

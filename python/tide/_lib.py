@@ -76,6 +76,7 @@ class Config(ctypes.Structure):
         ("tcp_congestion", c_char * 16),
         ("reactor", c_int),
         ("transport", c_char * 16),
+        ("progress_cpus", c_char * 128),
     ]
 
 
