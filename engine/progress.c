@@ -273,6 +273,31 @@ void tide__progress_post(struct tide__ctx *ctx, struct tide__cmd *cmd, bool here
     tide__progress_release(ctx);
 }
 
+/* Spinning past TIDE_SPIN_US pays while nobody else wants this CPU (the
+ * caller sleeps, the math runs on an accelerator, the peer is a moment
+ * late): a yield that comes straight back says so, and a sleep would
+ * cost a wake-up when the news comes - tens of microseconds in a VM, up
+ * to 190 us seen here.  Measured (2 ranks, a core each, sleeping
+ * compute, 256 KiB allreduce over shared memory): ranks that slept
+ * between the two rounds woke 50-190 us late now and then, and 5-30 % of
+ * the operation did not hide.  A yield that comes back late means
+ * someone took the CPU (a computing caller, another rank); two in a row,
+ * since a VM's own stalls make one now and then, end the spin. */
+#define YIELD_TAKEN_NS (20 * TIDE_NS_PER_US)
+
+struct spin_probe {
+    int late; /* yields in a row that came back late */
+};
+
+/* Yields once; whether this CPU still looks free. */
+static bool cpu_looks_free(struct spin_probe *p)
+{
+    uint64_t t = tide__now_ns();
+    tide__spin_yield();
+    p->late = tide__now_ns() - t > YIELD_TAKEN_NS ? p->late + 1 : 0;
+    return p->late < 2;
+}
+
 /* Block in the ring (holding the drive right) up to wait_ns, unless a
  * command is already queued.  `sleeping` counts, not flags: the progress
  * thread may be asleep in the ring too (it let go of the lock first),
@@ -300,6 +325,7 @@ static void block_in_ring(struct tide__ctx *ctx, uint64_t wait_ns)
 void tide__progress_drive_until(struct tide__ctx *ctx, tide_req *req, uint64_t deadline,
                                 uint64_t *spin_end)
 {
+    struct spin_probe probe = {0};
     for (;;) {
         int moved = tide__progress_turn(ctx, 0);
         if (tide__req_is_done(req))
@@ -314,6 +340,11 @@ void tide__progress_drive_until(struct tide__ctx *ctx, tide_req *req, uint64_t d
                 tide__spin_yield(); /* the peer we wait for may need this core */
             continue;
         }
+        /* Past the spin, on while nobody else wants the CPU (see
+         * cpu_looks_free): a sleep's wake-up is what a peer a moment late
+         * would cost us. */
+        if (now - (*spin_end - ctx->spin_ns) < OWN_SPIN_NS && cpu_looks_free(&probe))
+            continue;
         uint64_t left = deadline == UINT64_MAX ? UINT64_MAX : deadline - now;
         /* Bounded so other waiters get a turn at driving now and then. */
         block_in_ring(ctx, ctx->inline_mode || left < SLEEP_CAP_NS ? left : SLEEP_CAP_NS);
@@ -323,21 +354,31 @@ void tide__progress_drive_until(struct tide__ctx *ctx, tide_req *req, uint64_t d
 }
 
 /* Progress thread, holding the lock: turn while there is work and nobody
- * waits, spinning a little while operations are pending. */
-static void drive_while_needed(struct tide__ctx *ctx)
+ * waits, spinning while operations are pending: TIDE_SPIN_US, then on up
+ * to OWN_SPIN_NS while the CPU looks free (above); on a CPU of its own,
+ * OWN_SPIN_NS whether operations pend or not.  Returns true when it
+ * stopped for want of work, false when a caller came to wait (or the
+ * context stops): that caller drives now, and may be gone again by the
+ * time we look, leaving operations pending that a sleep would stall. */
+static bool drive_while_needed(struct tide__ctx *ctx)
 {
     bool own = ctx->place.own;
-    uint64_t spin = own ? OWN_SPIN_NS : ctx->spin_ns;
+    struct spin_probe probe = {0};
     uint64_t idle_since = tide__now_ns();
     while (!ctx->stopping && !atomic_load(&ctx->waiters)) {
         if (tide__progress_turn(ctx, 0)) {
             idle_since = tide__now_ns();
             continue;
         }
-        if ((!ctx->nactive && !own) || tide__now_ns() - idle_since >= spin)
-            return;
-        tide__spin_yield(); /* a computing caller (or a neighbour's progress) may need it */
+        uint64_t idle = tide__now_ns() - idle_since;
+        if ((!ctx->nactive && !own) || idle >= OWN_SPIN_NS)
+            return true;
+        if (idle < ctx->spin_ns || own)
+            tide__spin_yield(); /* a computing caller (or a neighbour's progress) may need it */
+        else if (!cpu_looks_free(&probe))
+            return true;
     }
+    return false;
 }
 
 /* Progress thread, holding the lock, idle: let go and sleep in the ring. */
@@ -483,13 +524,13 @@ static void *progress_main(void *arg)
             continue;
         }
         lookout_reset(&look);
-        drive_while_needed(ctx);
+        bool idle = drive_while_needed(ctx);
         if (ctx->stopping)
             break;
-        if (atomic_load(&ctx->waiters))
-            tide__progress_release(ctx);
-        else
+        if (idle)
             release_and_sleep(ctx);
+        else
+            tide__progress_release(ctx);
     }
     drain(ctx);
     tide__reactor_fini(&ctx->reactor);

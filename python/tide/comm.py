@@ -71,6 +71,15 @@ class Comm:
         self.close()
         return False
 
+    def progress_cpus(self):
+        """Where this process's progress thread runs: (cpus, own), cpus a
+        CPU list such as "7" ("" when left to the scheduler), own True
+        when the caller's thread was moved off them (tide_comm_progress_cpus)."""
+        buf = ctypes.create_string_buffer(256)
+        rc = _lib.comm_progress_cpus(self._handle(), buf, len(buf))
+        check(rc if rc < 0 else 0, "tide_comm_progress_cpus")
+        return buf.value.decode(), rc == 1
+
     def abort(self):
         """Fail everything pending on this communicator's job with
         tide.Aborted, at once."""

@@ -50,6 +50,27 @@ def test_library_override_is_obeyed(tmp_path):
     assert p.returncode != 0 and "missing.so (absent)" in p.stderr
 
 
+def test_progress_thread_goes_where_told(monkeypatch):
+    """TIDE_PROGRESS_CPUS: the progress thread on our last CPU, the caller
+    moved off it (with two CPUs or more), and progress_cpus() says so."""
+    import socket
+    mask = os.sched_getaffinity(0)
+    last = max(mask)
+    for var in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TIDE_PROGRESS_CPUS", str(last))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    try:
+        with tide.init(master_port=port, timeout=10) as comm:
+            assert comm.progress_cpus() == (str(last), len(mask) >= 2)
+            if len(mask) >= 2:
+                assert os.sched_getaffinity(0) == mask - {last}
+    finally:
+        os.sched_setaffinity(0, mask)
+
+
 def test_single_rank_without_a_launcher(monkeypatch):
     """No launcher variables: a world of one, collectives are copies."""
     import socket
