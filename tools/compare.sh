@@ -4,7 +4,26 @@
 # machine: on a shared machine only a ratio taken at the same moment means
 # anything.
 #
-#   tools/compare.sh [--quick] [--out DIR] [--build DIR]
+#   tools/compare.sh [--quick] [--ranks LIST] [--placement bound|unbound]
+#                    [--out DIR] [--build DIR]
+#
+#   --ranks LIST   comma-separated world sizes, each 2 to 64, at most 8 of
+#                  them (default 2,4), e.g. --ranks 2,8,16; the anchors
+#                  below are 2-rank runs and are left out without a 2
+#   --placement bound|unbound
+#                  where every system's ranks run (default bound); the
+#                  choice, the launchers' options and the CPUs each rank
+#                  got go into DIR/raw/run.json and the report's header.
+#                  bound: tide and Gloo through tide-run's default
+#                  (--bind-to auto: with C cores for n ranks, two cores a
+#                  rank, its compute's and its progress thread's, when
+#                  C >= 2n; one when C >= n; unbound when C < n; see
+#                  tools/bind.h), Open MPI alike: --map-by slot:PE=2
+#                  --bind-to core when C >= 2n, --bind-to core when
+#                  C >= n, else --bind-to none (the log says so).  C
+#                  counts the physical cores we may run on, as tide-run
+#                  and Open MPI do (not nproc's hardware threads).
+#                  unbound: tide-run --bind-to none, mpirun --bind-to none.
 #
 # Measures tide three times: over TCP on its io_uring reactor and on epoll
 # (TIDE_REACTOR, the reactor tide falls back to in containers), beside
@@ -12,9 +31,9 @@
 # ranks on one host use by default) beside Open MPI's vader; then its
 # peers:
 # allreduce, allgather, reduce_scatter and broadcast (float32 sum,
-# 8 B to 64 MiB by factors of 4, on 2 and 4 ranks; the 2-rank allreduce
-# also at the anchor sizes of issue 3, 64 KiB, 1 MiB and 16 MiB, which
-# those factors step over) with tide-perf and its
+# 8 B to 64 MiB by factors of 4, at each world size of --ranks; the
+# 2-rank allreduce also at the anchor sizes of issue 3, 64 KiB, 1 MiB and
+# 16 MiB, which those factors step over) with tide-perf and its
 # twins tools/mpi_coll_bench.c and tools/gloo_bench.py; tide's
 # torch.distributed backend beside Gloo (gloo_bench.py --backend tide,
 # allreduce) and DDP training's step time on each (tools/ddp_demo.py);
@@ -24,7 +43,8 @@
 # loopback limits (tools/loopback_limits.c).  Then tools/compare_report.py
 # prints the side-by-side tables and writes DIR/compare.json, table.md and
 # compare.png (DIR defaults to BUILD/compare, BUILD to build).  About 14
-# minutes on 2 cores; --quick runs a few sizes only, to check the pipeline.
+# minutes on 2 cores with --ranks 2,4, longer with more or larger worlds;
+# --quick runs a few sizes only, to check the pipeline.
 #
 # Installs what is missing with apt-get when run as root (Open MPI,
 # python3-torch, python3-matplotlib, and tide's own build dependencies).
@@ -34,16 +54,21 @@
 # neighbour hurts all of them alike, and the whole schedule runs twice.  Each system runs with its defaults,
 # except that Open MPI is pinned to pml ob1 (its choice here anyway) so
 # that the btl named is the one used: where UCX finds a device, pml ucx
-# would take over and bypass it.
+# would take over and bypass it; and every system runs under the same
+# --placement.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quick=0
 out=
 build=build
+ranks_list=2,4
+placement=bound
 while (($#)); do
   case $1 in
     --quick) quick=1; shift ;;
+    --ranks) ranks_list=${2:?--ranks needs a list, e.g. 2,8,16}; shift 2 ;;
+    --placement) placement=${2:?--placement needs bound or unbound}; shift 2 ;;
     --out) out=${2:?--out needs a directory}; shift 2 ;;
     --build) build=${2:?--build needs a directory}; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -52,6 +77,32 @@ while (($#)); do
 done
 
 out=${out:-$build/compare}
+
+case $placement in
+  bound|unbound) ;;
+  *) echo "compare: --placement is bound or unbound, not '$placement'" >&2; exit 2 ;;
+esac
+# The world sizes, in the order given, once each.  loopback-limits
+# measures at most 8 rings of at most 64 processes.
+if [[ ! $ranks_list =~ ^[0-9]+(,[0-9]+)*$ ]]; then
+  echo "compare: --ranks takes comma-separated numbers, e.g. 2,8,16, not '$ranks_list'" >&2
+  exit 2
+fi
+worlds=()
+for n in ${ranks_list//,/ }; do
+  n=$((10#$n))
+  if ((n < 2 || n > 64)); then
+    echo "compare: --ranks: $n ranks is outside 2 to 64" >&2
+    exit 2
+  fi
+  [[ " ${worlds[*]} " == *" $n "* ]] || worlds+=("$n")
+done
+if ((${#worlds[@]} > 8)); then
+  echo "compare: --ranks: at most 8 world sizes, not ${#worlds[@]}" >&2
+  exit 2
+fi
+has_two=0 # the anchors are 2-rank runs
+[[ " ${worlds[*]} " == *" 2 "* ]] && has_two=1
 
 # Debian's python3, which has python3-torch (a pyenv or venv python may not).
 py=/usr/bin/python3
@@ -79,7 +130,7 @@ mkdir -p "$raw" "$logs"
 # 0.6x-1.3x between runs; 2000 calls now, ~20 ms).
 # The whole schedule runs twice (passes) and the report keeps each
 # system's faster pass: a neighbour's burst only ever slows a run down.
-worlds=(2 4)
+# The world sizes (worlds) come from --ranks.
 if ((quick)); then
   passes=1
   bands=("8 8K 32 20 3" "1M 1M 2 5 1")
@@ -99,7 +150,65 @@ fi
 all_ops=(allreduce allgather reduce_scatter broadcast)
 ops=("${all_ops[@]}") # what bench runs
 
-tide_run=("$build/tools/tide-run")
+# ---------------------------------------------------------------- placement
+
+# The physical cores we may run on: a core's hardware threads count once,
+# as tide-run (tools/bind.h) and Open MPI's --bind-to core count them.
+# nproc counts hardware threads, and obeys OMP_NUM_THREADS besides.
+count_cores() {
+  local list range cpu topo
+  list=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+  for range in ${list//,/ }; do
+    for ((cpu = ${range%-*}; cpu <= ${range#*-}; cpu++)); do
+      topo=/sys/devices/system/cpu/cpu$cpu/topology
+      if [[ -r $topo/core_id ]]; then
+        echo "$(cat "$topo/physical_package_id") $(cat "$topo/core_id")"
+      else
+        echo "cpu $cpu"
+      fi
+    done
+  done | sort -u | wc -l
+}
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+cores=$(count_cores)
+((cores > 0)) || cores=$cpus
+
+# tide's and Gloo's ranks (and torch-tide's, DDP's) start under tide-run,
+# which places them itself (tools/bind.h); bound is its default.
+tide_bind=()
+[[ $placement == unbound ]] && tide_bind=(--bind-to none)
+tide_run=("$build/tools/tide-run" "${tide_bind[@]}")
+tide_run_opts=${tide_bind[*]:-(default --bind-to auto)}
+
+# ompi_binding RANKS: sets ompi_bind to mpirun's placement options, those
+# that give each rank what tide-run gives it: two cores where there are
+# two a rank (compute and progress thread; Open MPI progresses only inside
+# its calls, so the second core is there for fairness), one core where
+# there is one, else none.
+ompi_binding() {
+  local n=$1
+  if [[ $placement == unbound ]]; then
+    ompi_bind=(--bind-to none)
+  elif ((cores >= 2 * n)); then
+    ompi_bind=(--map-by slot:PE=2 --bind-to core)
+  elif ((cores >= n)); then
+    ompi_bind=(--bind-to core)
+  else
+    ompi_bind=(--bind-to none)
+  fi
+}
+
+echo "compare: placement $placement, $cores cores ($cpus hardware threads):" \
+  "tide-run $tide_run_opts"
+for n in "${worlds[@]}"; do
+  ompi_binding "$n"
+  echo "compare: $n ranks: mpirun ${ompi_bind[*]}"
+  if [[ $placement == bound ]] && ((cores < n)); then
+    echo "compare: $n ranks on $cores cores: too few to bind; Open MPI runs --bind-to none," \
+      "and tide-run leaves them unbound too"
+  fi
+done
+
 # The Python package from this tree, on this build's library.
 tide_py=(env "PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
   "TIDE_LIBRARY=$(cd "$build" && pwd)/libtide.so")
@@ -123,11 +232,43 @@ step() {
 
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
+# rank_cpus LAUNCH...: the CPUs each rank that LAUNCH starts gets (and the
+# progress CPUs tide-run tells it), as a JSON array in rank order; [] if
+# the probe fails.  Milliseconds for tide-run, a second for mpirun.
+rank_cpus() {
+  # shellcheck disable=SC2016 # the ranks' shell expands these
+  { timeout 60 "$@" sh -c 'echo "${OMPI_COMM_WORLD_RANK:-$RANK}" \
+      "$(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)" \
+      "${TIDE_PROGRESS_CPUS:-}"' 2>/dev/null || true; } | sort -n |
+    awk 'BEGIN { printf "[" }
+         NF >= 2 { printf "%s{\"rank\": %d, \"cpus\": \"%s\"", n++ ? ", " : "", $1, $2
+                   if (NF > 2) printf ", \"progress\": \"%s\"", $3
+                   printf "}" }
+         END { print "]" }'
+}
+
+# What each launcher was told, and what each rank got, per world size.
+mpirun_opts='' masks=''
+for n in "${worlds[@]}"; do
+  ompi_binding "$n"
+  mpirun_opts+="${mpirun_opts:+, }\"$n\": \"${ompi_bind[*]}\""
+  masks+="${masks:+,
+   }\"$n\": {\"tide-run\": $(rank_cpus "${tide_run[@]}" -n "$n" --no-prefix --),
+         \"mpirun\": $(rank_cpus "${mpirun_base[@]}" "${ompi_bind[@]}" -np "$n")}"
+done
+machine="$cores cores"
+((cpus == cores)) || machine+=" ($cpus hardware threads)"
+
 cat >"$raw/run.json" <<EOF
-{"date": "$(date -u +%F)", "machine": "$(nproc) cores, Linux $(uname -r), loopback TCP",
+{"date": "$(date -u +%F)", "machine": "$machine, Linux $(uname -r), loopback TCP",
  "ompi_version": "$(mpirun --version 2>/dev/null | sed -n 's/.*Open MPI) //p' | head -1)",
  "torch_version": "$($py -c 'import torch; print(torch.__version__)')",
- "quick": $([[ $quick == 1 ]] && echo true || echo false), "load1_before": $(load1)}
+ "quick": $([[ $quick == 1 ]] && echo true || echo false), "load1_before": $(load1),
+ "ranks": [$(IFS=,; echo "${worlds[*]}")], "placement": "$placement",
+ "launch": {"tide-run": {"systems": ["tide", "tide-epoll", "tide-shm", "gloo", "torch-tide", "ddp"],
+                         "options": "$tide_run_opts"},
+            "mpirun": {"systems": ["ompi-tcp", "ompi-sm"], "options": {$mpirun_opts}}},
+ "rank_cpus": {$masks}}
 EOF
 
 # ------------------------------------------------------------------- runs
@@ -158,8 +299,10 @@ bench() {
       done ;;
     ompi-tcp|ompi-sm)
       local -n mca=ompi_${sys#ompi-}
-      step "$sys-$tag" "${mpirun_base[@]}" "${mca[@]}" -np "$n" "$build/tools/mpi-coll-bench" \
-        --tool "$sys" --op "$oplist" "${sweep[@]}" --json "$raw/$sys-$tag.json" ;;
+      ompi_binding "$n"
+      step "$sys-$tag" "${mpirun_base[@]}" "${mca[@]}" "${ompi_bind[@]}" -np "$n" \
+        "$build/tools/mpi-coll-bench" --tool "$sys" --op "$oplist" "${sweep[@]}" \
+        --json "$raw/$sys-$tag.json" ;;
     gloo)
       step "gloo-$tag" "${tide_run[@]}" -n "$n" -- "$py" tools/gloo_bench.py --op "$oplist" \
         "${sweep[@]}" --json "$raw/gloo-$tag.json" ;;
@@ -181,8 +324,10 @@ overlap() {
         --json "$raw/$sys-$tag.json" ;;
     ompi-tcp|ompi-sm)
       local -n mca=ompi_${sys#ompi-}
-      step "$sys-$tag" "${mpirun_base[@]}" "${mca[@]}" -np "$n" "$build/tools/mpi-coll-bench" \
-        --tool "$sys" --overlap --compute "$compute" "${sweep[@]}" --json "$raw/$sys-$tag.json" ;;
+      ompi_binding "$n"
+      step "$sys-$tag" "${mpirun_base[@]}" "${mca[@]}" "${ompi_bind[@]}" -np "$n" \
+        "$build/tools/mpi-coll-bench" --tool "$sys" --overlap --compute "$compute" "${sweep[@]}" \
+        --json "$raw/$sys-$tag.json" ;;
     gloo)
       step "gloo-$tag" "${tide_run[@]}" -n "$n" -- "$py" tools/gloo_bench.py --overlap \
         --compute "$compute" "${sweep[@]}" --json "$raw/gloo-$tag.json" ;;
@@ -190,8 +335,12 @@ overlap() {
 }
 
 systems=(tide tide-epoll tide-shm ompi-tcp ompi-sm gloo)
+rings=()
+for n in "${worlds[@]}"; do
+  rings+=(--ring "$n")
+done
 for pass in $(seq "$passes"); do
-  step "loopback-limits-p$pass" "$build/tools/loopback-limits" "${loopback[@]}" \
+  step "loopback-limits-p$pass" "$build/tools/loopback-limits" "${loopback[@]}" "${rings[@]}" \
     --json "$raw/loopback-p$pass.json"
   for n in "${worlds[@]}"; do
     for band in "${bands[@]}"; do
@@ -204,6 +353,7 @@ for pass in $(seq "$passes"); do
   done
   ops=(allreduce)
   for band in "${anchor_bands[@]}"; do
+    ((has_two)) || break
     read -r b e f iters warm <<<"$band"
     sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
     for sys in "${systems[@]}"; do

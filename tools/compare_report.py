@@ -21,13 +21,18 @@ the run's passes; "x peer" is the peer's time divided by tide's, so above
 1 tide is faster.  The anchor table is issue 3's yardstick: the 2-rank
 allreduce at the sizes it quotes, with its target (at least Open MPI
 TCP's speed; from 16 MiB at least 1.5x its bus bandwidth, which at one
-size is the same ratio of times).  The overlap table shows the range over the passes.  The loopback
+size is the same ratio of times).  The anchors need a 2-rank run:
+without one (compare.sh --ranks without 2) that table is left out.  The
+overlap table shows the range over the passes.  The loopback
 column sets tide against the machine: for sizes of 1 MiB and up, tide's
 bus bandwidth as a share of what raw sockets carry in the same pattern (a
 ring of N processes each sending while receiving; broadcast on 2 ranks is
 one stream); below that, tide's time in raw 8-byte round trips (the
 faster of busy-polling and blocking at the time of the run).  The raw
 figures are plain blocking-socket loops, best of 5: io_uring can beat them.
+The header line says where the ranks ran (compare.sh --placement, from
+run.json; "not recorded" for runs from before it was) and how each
+launcher was told to place them.
 """
 import glob
 import json
@@ -375,6 +380,23 @@ def overlap_cut(rows):
     return [r for r in rows if r["bytes"] in (64 << 10, 1 << 20, 16 << 20)]
 
 
+def about_lines(facts):
+    """The run's facts in two lines: when, where and how loaded; and where
+    the ranks ran (compare.sh --placement and each launcher's options; None
+    for runs from before compare.sh recorded them)."""
+    about = (f"{facts.get('date', '?')}, {facts.get('machine', '?')}; "
+             f"Open MPI {facts.get('ompi_version', '?')}, torch {facts.get('torch_version', '?')}; "
+             f"1-minute load {facts.get('load1_before', '?')} before, "
+             f"{facts.get('load1_after', '?')} after; {facts.get('seconds', '?')} s; "
+             f"placement {facts.get('placement', 'not recorded')}")
+    launch = facts.get("launch")
+    if not launch:
+        return about, None
+    mpirun = launch.get("mpirun", {}).get("options", {})
+    return about, (f"launchers: tide-run {launch.get('tide-run', {}).get('options', '?')}; "
+                   "mpirun " + ", ".join(f"{n} ranks {mpirun[n]}" for n in sorted(mpirun, key=int)))
+
+
 def text_table(head, body):
     widths = [max(len(c) for c in col) for col in zip(head, *body)]
     fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))
@@ -392,9 +414,9 @@ def plot(rows, records, path):
     import matplotlib.pyplot as plt
     lim = limits_of(records)
     panels = sorted({(r["op"], r["ranks"]) for r in rows}, key=lambda k: (OPS.index(k[0]), k[1]))
-    worlds = sorted({p[1] for p in panels})
-    fig, axes = plt.subplots(len(OPS), len(worlds), figsize=(5.5 * len(worlds), 3.3 * len(OPS)),
-                             squeeze=False)
+    worlds = sorted({p[1] for p in panels}) or [2]  # one column per world size, 24 in at most
+    fig, axes = plt.subplots(len(OPS), len(worlds), squeeze=False,
+                             figsize=(min(5.5, 24 / len(worlds)) * len(worlds), 3.3 * len(OPS)))
     for ax in axes.flat:
         ax.set_visible(False)
     for op, ranks in panels:
@@ -428,12 +450,14 @@ def main():
     bw_table, ov_table = bandwidth_table(bw), overlap_table(ov)
     anchors = anchor_rows(bw)
     limits = limits_lines(records)
-    about = (f"{facts.get('date', '?')}, {facts.get('machine', '?')}; "
-             f"Open MPI {facts.get('ompi_version', '?')}, torch {facts.get('torch_version', '?')}; "
-             f"1-minute load {facts.get('load1_before', '?')} before, "
-             f"{facts.get('load1_after', '?')} after; {facts.get('seconds', '?')} s")
-    print(f"== issue 3's anchors: 2-rank allreduce, float32 sum ==\n{about}")
-    print(text_table(*anchor_table(anchors)))
+    about, launch = about_lines(facts)
+    header = about + (f"\n{launch}" if launch else "")
+    if anchors:
+        print(f"== issue 3's anchors: 2-rank allreduce, float32 sum ==\n{header}")
+        print(text_table(*anchor_table(anchors)))
+    else:
+        print(f"== issue 3's anchors: none (they are 2-rank runs, and this run had no 2) ==\n"
+              f"{header}")
     print("\n== collectives, float32 sum: µs per call (x peer = peer time / tide time) ==")
     print(text_table(*bw_table))
     epoll = epoll_lines(bw)
@@ -453,8 +477,10 @@ def main():
     for name, bw_rows, ov_rows in (("table-full.md", bw, ov),
                                    ("table.md", readme_cut(bw), overlap_cut(ov))):
         with open(os.path.join(out_dir, name), "w") as f:
-            f.write(f"{about}\n\nAnchors (2-rank allreduce):\n\n{md_table(*anchor_table(anchors))}"
-                    f"\n\n{md_table(*bandwidth_table(bw_rows))}\n\nOverlap (%):\n\n"
+            f.write(f"{about}.\n\n" + (f"{launch}.\n\n" if launch else ""))
+            if anchors:
+                f.write(f"Anchors (2-rank allreduce):\n\n{md_table(*anchor_table(anchors))}\n\n")
+            f.write(f"{md_table(*bandwidth_table(bw_rows))}\n\nOverlap (%):\n\n"
                     f"{md_table(*overlap_table(ov_rows))}\n\ntorch.distributed all_reduce "
                     f"(µs):\n\n{md_table(*torch_table(tr))}\n\nDDP (ms/step):\n\n"
                     f"{md_table(*ddp_table(dr))}\n\nLoopback limits: "

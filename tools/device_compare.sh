@@ -1,0 +1,402 @@
+#!/usr/bin/env bash
+# device_compare.sh - tide beside Open MPI's vader and Gloo on a bare
+# many-core host (16 cores in mind), bound and unbound, in about 8 minutes.
+#
+#   source .device/on-device.sh; OUT=DIR bash tools/device_compare.sh
+#
+# Run from the project's root on the host that .device/ was packed for
+# (../shared/device/bundle.sh).  It measures, in this order:
+#   (e) placement: the CPUs each rank gets from tide-run bound (its default
+#       --bind-to auto), tide-run --bind-to none and mpirun bound, at every
+#       world size below; and one tide-perf run at 8 ranks, bound and
+#       unbound, with TIDE_LOG_LEVEL=2 for tide-run's and libtide's
+#       placement lines;
+#   (a) tide-overlap, allreduce 256 KiB to 64 MiB by factors of 4, compute
+#       busy and sleep, 2 and 8 ranks, bound and --bind-to none;
+#   (c) tide-perf over shared memory (TIDE_TRANSPORT=shm) against
+#       mpi-coll-bench on vader (MB), allreduce, allgather, reduce_scatter,
+#       broadcast, 8 B to 32 KiB by factors of 8 and 256 KiB to 16 MiB by
+#       4, 2, 8 and 16 ranks, both bound: tide-run's default, and mpirun
+#       --map-by slot:PE=2 --bind-to core with two cores a rank (what
+#       tide-run gives: compute and progress thread), --bind-to core with
+#       one, --bind-to none with fewer cores than ranks;
+#   (f) the 2-rank allreduce from 512 B to 64 KiB by factors of 2, over
+#       shared memory bound and unbound and over TCP (issue 32's 4 KiB step);
+#   (d) tide-fsdp-train (its defaults) at 8 ranks, bound and unbound;
+#   (b) Gloo's overlap (gloo_bench.py --overlap) as in (a);
+# Gloo last: it is the slowest, and the first to go if time runs short.
+#
+# Writes under $OUT: summary.txt (the tables, plain text), raw/*.json (the
+# tools' records), log/*.log (each step's output) and progress.log.  Each
+# step has a deadline; a failed one is listed in the summary and the run
+# goes on.  The whole stays within BUDGET seconds (default 450; the summary
+# takes a second more): a step that would start with less than 15 s left
+# is skipped, and the summary says so.
+#
+# Needs what .device/on-device.sh defines (trun, mrun, MB, PYTOOLS, tide's
+# tools on PATH): it sources DEVICE_DIR/on-device.sh (default .device)
+# itself unless trun and mrun are functions already and MB and PYTOOLS are
+# set (export -f trun mrun; export MB PYTOOLS), which is how to point it at
+# another build.  PY is the Python with torch (default python3).
+# QUICK=1 runs tiny sizes and counts, to check the script on a small
+# machine; OVERLAP_RANKS, GLOO_RANKS, PERF_RANKS and FSDP_RANKS
+# (space-separated; empty: none) replace the world sizes.
+
+if ! declare -F trun >/dev/null || ! declare -F mrun >/dev/null ||
+  [[ -z ${MB:-} || -z ${PYTOOLS:-} ]]; then
+  # shellcheck source=/dev/null # made by bundle.sh
+  source "${DEVICE_DIR:-.device}/on-device.sh" ||
+    { echo "device_compare: cannot source ${DEVICE_DIR:-.device}/on-device.sh" >&2; exit 2; }
+fi
+set -uo pipefail # not -e: a failed step is logged and the run goes on
+
+: "${OUT:?device_compare: set OUT to the directory for the results}"
+PY=${PY:-python3}
+BUDGET=${BUDGET:-450}
+QUICK=${QUICK:-0}
+read -ra overlap_ranks <<<"${OVERLAP_RANKS-2 8}"
+read -ra gloo_ranks <<<"${GLOO_RANKS-2 8}"
+read -ra perf_ranks <<<"${PERF_RANKS-2 8 16}"
+read -ra fsdp_ranks <<<"${FSDP_RANKS-8}"
+
+if ((QUICK)); then
+  overlap_sweep=(-b 64K -e 256K -f 4 -n 3 -w 1)
+  perf_bands=("8 512 8 20 2" "256K 256K 4 3 1")
+  fsdp_args=(--steps 3 --layers 2 --width 256)
+else
+  overlap_sweep=(-b 256K -e 64M -f 4 -n 10 -w 2)
+  perf_bands=("8 64K 8 1000 100" "256K 16M 4 20 3")
+  fsdp_args=()
+fi
+all_ops=allreduce,allgather,reduce_scatter,broadcast
+
+raw=$OUT/raw
+logs=$OUT/log
+mkdir -p "$raw" "$logs" || exit 2
+: >"$OUT/progress.log"
+: >"$OUT/failed.txt"
+
+# step NAME SECONDS LAUNCH ARGS...: LAUNCH (trun or mrun, which take the
+# deadline first) with the deadline cut to what the budget has left;
+# output to log/NAME.log.  Variables set before "step" reach the ranks.
+step() {
+  local name=$1 secs=$2 left=$((BUDGET - SECONDS)) rc=0
+  shift 2
+  if ((left < 15)); then
+    echo "$name skipped: time budget spent" | tee -a "$OUT/progress.log" "$OUT/failed.txt"
+    return
+  fi
+  ((secs > left)) && secs=$left
+  printf '[%3ds] %s\n' "$SECONDS" "$name" | tee -a "$OUT/progress.log"
+  "$1" "$secs" "${@:2}" >"$logs/$name.log" 2>&1 || rc=$?
+  if ((rc == 124 || rc == 137)); then
+    echo "$name timed out after $secs s" | tee -a "$OUT/failed.txt"
+  elif ((rc)); then
+    echo "$name failed (exit $rc); see log/$name.log" | tee -a "$OUT/failed.txt"
+  fi
+}
+
+# The physical cores we may run on, as tide-run and Open MPI count them
+# (nproc counts hardware threads, and on-device.sh's OMP_NUM_THREADS=1
+# makes it say 1).
+count_cores() {
+  local list range cpu topo
+  list=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+  for range in ${list//,/ }; do
+    for ((cpu = ${range%-*}; cpu <= ${range#*-}; cpu++)); do
+      topo=/sys/devices/system/cpu/cpu$cpu/topology
+      if [[ -r $topo/core_id ]]; then
+        echo "$(cat "$topo/physical_package_id") $(cat "$topo/core_id")"
+      else
+        echo "cpu $cpu"
+      fi
+    done
+  done | sort -u | wc -l
+}
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+cores=$(count_cores)
+((cores > 0)) || cores=$cpus
+
+# ompi_binding RANKS: mpirun's options that give each rank what tide-run
+# gives it (tools/bind.h), in ompi_bind.
+ompi_binding() {
+  if ((cores >= 2 * $1)); then
+    ompi_bind=(--map-by slot:PE=2 --bind-to core)
+  elif ((cores >= $1)); then
+    ompi_bind=(--bind-to core)
+  else
+    ompi_bind=(--bind-to none)
+  fi
+}
+
+# tide-run's options for a placement.
+place_opts() {
+  [[ $1 == unbound ]] && echo --bind-to none
+}
+
+{
+  echo "date $(date -u '+%F %T') UTC; $cores cores, $cpus hardware threads; Linux $(uname -r)"
+  echo "cpu $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+  echo "python $($PY -c 'import sys, torch; print(sys.version.split()[0], torch.__version__)' \
+    2>&1 | tail -1)"
+  echo "Open MPI $(mrun 30 --version 2>&1 | sed -n 's/.*(Open MPI) //p' | head -1)"
+  echo "quick $QUICK; budget $BUDGET s; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  for n in "${perf_ranks[@]}"; do
+    ompi_binding "$n"
+    echo "mpirun bound, $n ranks: ${ompi_bind[*]}"
+  done
+} >"$OUT/facts.txt"
+cat "$OUT/facts.txt"
+
+# ------------------------------------------------ (e) placement, once each
+
+# shellcheck disable=SC2016 # the ranks' shell expands these
+probe=(sh -c 'echo "${OMPI_COMM_WORLD_RANK:-$RANK}" \
+  "$(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)" "${TIDE_PROGRESS_CPUS:-}"')
+mapfile -t probe_ranks < <(printf '%s\n' "${perf_ranks[@]}" "${overlap_ranks[@]}" | sort -nu)
+for n in "${probe_ranks[@]}"; do
+  step "probe-tide-bound-n$n" 30 trun -n "$n" --no-prefix -- "${probe[@]}"
+  step "probe-tide-unbound-n$n" 30 trun -n "$n" --no-prefix --bind-to none -- "${probe[@]}"
+  ompi_binding "$n"
+  step "probe-ompi-bound-n$n" 30 mrun -np "$n" "${ompi_bind[@]}" --report-bindings "${probe[@]}"
+done
+for place in bound unbound; do
+  # shellcheck disable=SC2046 # place_opts gives separate words
+  TIDE_LOG_LEVEL=2 step "loglevel-tide-perf-$place-n8" 60 trun -n 8 $(place_opts $place) -- \
+    tide-perf --op allreduce -b 1M -e 1M -n 5 -w 1
+done
+
+# --------------------------------------------------- (a) tide-overlap
+
+for n in "${overlap_ranks[@]}"; do
+  for place in bound unbound; do
+    for compute in busy sleep; do
+      name=overlap-tide-$place-$compute-n$n
+      # shellcheck disable=SC2046
+      step "$name" 60 trun -n "$n" $(place_opts $place) -- tide-overlap --op allreduce \
+        "${overlap_sweep[@]}" --compute "$compute" --json "$raw/$name.json"
+    done
+  done
+done
+
+# ------------------------------------- (c) tide-perf against Open MPI's vader
+
+# Band by band the two take turns, so a noisy moment hurts both alike.
+for n in "${perf_ranks[@]}"; do
+  ompi_binding "$n"
+  for band in "${perf_bands[@]}"; do
+    read -r b e f iters warm <<<"$band"
+    sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
+    for op in ${all_ops//,/ }; do
+      name=perf-tide-$op-n$n-$b-$e
+      TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" "${sweep[@]}" \
+        -c 1 --json "$raw/$name.json"
+    done
+    name=perf-ompi-n$n-$b-$e
+    step "$name" 90 mrun -np "$n" "${ompi_bind[@]}" "$MB" --tool ompi-sm --op "$all_ops" \
+      "${sweep[@]}" --json "$raw/$name.json"
+  done
+done
+
+# -------------------------- (f) issue 32's 4 KiB step: 2 ranks, 512 B-64 KiB
+# A 2-rank 4 KiB allreduce took longer than a 32 KiB one on the 16-core
+# host (8.2 against 7.9 us; unbound 9.7 against 8.5), and not on the
+# 2-core machine (3.2-3.4 against 9.3-9.8): every size in between, so
+# the step shows where it starts, bound and unbound, and over TCP.
+step_iters=2000
+((QUICK)) && step_iters=50
+for how in shm-bound shm-unbound tcp-bound; do
+  name=step4k-$how
+  opts=()
+  [[ $how == *unbound ]] && opts=(--bind-to none)
+  TIDE_TRANSPORT=${how%-*} step "$name" 60 trun -n 2 "${opts[@]}" -- tide-perf --op allreduce \
+    -b 512 -e 64K -f 2 -n "$step_iters" -w 200 --json "$raw/$name.json"
+done
+
+# ------------------------------------------------------ (d) FSDP training
+
+for n in "${fsdp_ranks[@]}"; do
+  for place in bound unbound; do
+    # shellcheck disable=SC2046
+    step "fsdp-$place-n$n" 120 trun -n "$n" $(place_opts $place) -- tide-fsdp-train \
+      "${fsdp_args[@]}"
+  done
+done
+
+# ------------------------------------------------------- (b) Gloo's overlap
+
+for n in "${gloo_ranks[@]}"; do
+  for place in bound unbound; do
+    for compute in busy sleep; do
+      name=overlap-gloo-$place-$compute-n$n
+      # shellcheck disable=SC2046
+      step "$name" 120 trun -n "$n" $(place_opts $place) -- "$PY" "$PYTOOLS/gloo_bench.py" \
+        --overlap --compute "$compute" "${overlap_sweep[@]}" --json "$raw/$name.json"
+    done
+  done
+done
+
+# ---------------------------------------------------------------- summary
+
+echo "seconds $SECONDS" >>"$OUT/facts.txt"
+"$PY" - "$OUT" >"$OUT/summary.txt" 2>"$logs/summary.log" <<'PYEOF'
+"""Reads OUT's raw/*.json and logs, prints the tables of summary.txt."""
+import glob
+import json
+import os
+import re
+import sys
+
+out = sys.argv[1]
+
+
+def records(name):
+    try:
+        with open(os.path.join(out, "raw", name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return []
+
+
+def log_lines(name):
+    try:
+        with open(os.path.join(out, "log", name + ".log"), errors="replace") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
+def size_text(n):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def num(v, fmt="{:.1f}"):
+    return "n/a" if v is None else fmt.format(v)
+
+
+def table(head, body):
+    if not body:
+        return "(no results)"
+    widths = [max(len(c) for c in col) for col in zip(head, *body)]
+    line = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))
+    return "\n".join([line(head)] + [line(r) for r in body])
+
+
+def worlds(pattern):
+    got = set()
+    for path in glob.glob(os.path.join(out, "raw", pattern)) + \
+            glob.glob(os.path.join(out, "log", pattern.replace(".json", ".log"))):
+        m = re.search(r"-n(\d+)[-.]", os.path.basename(path))
+        if m:
+            got.add(int(m.group(1)))
+    return sorted(got)
+
+
+def section(title, body):
+    print(f"\n== {title} ==\n{body}")
+
+
+with open(os.path.join(out, "facts.txt")) as f:
+    print("device_compare.sh on this host\n" + f.read().rstrip())
+with open(os.path.join(out, "failed.txt")) as f:
+    failed = f.read().strip()
+print("failed or skipped steps:", "none" if not failed else "\n  " + failed.replace("\n", "\n  "))
+
+# (e) placement
+lines = []
+for n in sorted(set(worlds("probe-*.json"))):
+    for launch in ("tide-bound", "tide-unbound", "ompi-bound"):
+        ranks = []
+        for line in log_lines(f"probe-{launch}-n{n}"):
+            m = re.match(r"^(\d+) (\S+)(?: (\S+))?\s*$", line)
+            if m:
+                ranks.append((int(m.group(1)), m.group(2), m.group(3)))
+        ranks.sort()
+        if not ranks:
+            text = "no answer (see log/probe-...)"
+        elif len({(c, p) for _, c, p in ranks}) == 1:
+            text = f"every rank {ranks[0][1]}" + (f"/{ranks[0][2]}" if ranks[0][2] else "")
+        else:
+            text = ", ".join(f"r{r} {c}" + (f"/{p}" if p else "") for r, c, p in ranks)
+        lines.append(f"{launch:12} {n:2} ranks: {text}")
+section("(e) the CPUs each rank got (cpus/progress CPUs)", "\n".join(lines))
+placement = []
+for place in ("bound", "unbound"):
+    said = {}  # each rank's line once, with the ranks that said it
+    for line in log_lines(f"loglevel-tide-perf-{place}-n8"):
+        m = re.match(r"^\[(\d+)\] tide\[rank \d+\] (.*)$", line)
+        rank, text = (int(m.group(1)), m.group(2)) if m else (None, line)
+        if re.search(r"tide-run:|progress|placement|CPU|core", text) and not text.startswith("#"):
+            text = re.sub(r"\bCPUs? [\d,-]+", "CPU N", text) if rank is not None else text
+            said.setdefault(text, []).append(rank)
+    got = [(f"ranks {','.join(str(r) for r in sorted(rs))}: " if rs[0] is not None else "") + t
+           for t, rs in said.items()]
+    placement.append(f"-- {place} (8 ranks):\n" + "\n".join(got[:24] or ["(none)"]))
+section("(e) placement lines at TIDE_LOG_LEVEL=2 (a rank's own CPUs shown as N)",
+        "\n".join(placement))
+
+# (a) and (b) overlap
+body = []
+for system in ("tide", "gloo"):
+    for compute in ("busy", "sleep"):
+        for n in worlds(f"overlap-{system}-*-{compute}-n*.json"):
+            got = {p: {r["bytes"]: r for r in records(f"overlap-{system}-{p}-{compute}-n{n}.json")}
+                   for p in ("bound", "unbound")}
+            for nbytes in sorted(set(got["bound"]) | set(got["unbound"])):
+                b, u = got["bound"].get(nbytes), got["unbound"].get(nbytes)
+                body.append([system, compute, str(n), size_text(nbytes),
+                             num(b and b["overlap_pct"]), num(u and u["overlap_pct"]),
+                             num(b and b["t_pure_us"], "{:.0f}"),
+                             num(u and u["t_pure_us"], "{:.0f}")])
+section("(a, b) overlap of a nonblocking allreduce with compute, % hidden (OSU method)",
+        table(["system", "compute", "ranks", "size", "bound %", "unbound %",
+               "t_pure bound µs", "t_pure unbound µs"], body))
+
+# (c) tide over shared memory against Open MPI's vader, both bound
+tide, ompi = {}, {}
+for path in glob.glob(os.path.join(out, "raw", "perf-*.json")):
+    for r in records(os.path.basename(path)):
+        if r.get("inplace") or "time_us" not in r or not r.get("bytes"):
+            continue
+        key = (r["op"], r["ranks"], r["bytes"])
+        (ompi if r["tool"] == "ompi-sm" else tide)[key] = r
+body = []
+ops = ("allreduce", "allgather", "reduce_scatter", "broadcast")
+for key in sorted(set(tide) | set(ompi),
+                  key=lambda k: (ops.index(k[0]) if k[0] in ops else 9,) + k[1:]):
+    t, o = tide.get(key), ompi.get(key)
+    body.append([key[0], str(key[1]), size_text(key[2]), num(t and t["time_us"], "{:.2f}"),
+                 num(o and o["time_us"], "{:.2f}"),
+                 num(o["time_us"] / t["time_us"] if t and o else None, "{:.2f}"),
+                 num(t and t["busbw_gbps"], "{:.2f}"), num(o and o["busbw_gbps"], "{:.2f}"),
+                 (t or {}).get("algo", "n/a")])
+section("(c) tide shm (tide-run) against Open MPI vader (mpirun), both bound, float32 sum, "
+        "out of place: µs per call; x = Open MPI time / tide time",
+        table(["op", "ranks", "size", "tide µs", "Open MPI µs", "x Open MPI", "tide busbw GB/s",
+               "Open MPI busbw GB/s", "tide algo"], body))
+
+# (d) FSDP: the headline lines, not the per-step ones
+lines = []
+for n in worlds("fsdp-*.json"):
+    for place in ("bound", "unbound"):
+        got = [re.sub(r"^\[0\] ", "", l) for l in log_lines(f"fsdp-{place}-n{n}")
+               if l.startswith("[0] ") and not re.match(r"^\[0\] step +\d+ ", l)]
+        lines.append(f"-- {place}, {n} ranks:\n" + "\n".join(got or ["(no output)"]))
+section("(d) tide-fsdp-train", "\n".join(lines))
+# (f) the 4 KiB step: time by size, one column per way of running
+cols = ("shm-bound", "shm-unbound", "tcp-bound")
+by = {c: {r["bytes"]: r["time_us"] for r in records(f"step4k-{c}.json") if not r.get("inplace")}
+      for c in cols}
+sizes = sorted(set().union(*(d.keys() for d in by.values())))
+section("(f) 2-rank allreduce, 512 B to 64 KiB (issue 32's 4 KiB step): µs, out of place",
+        table(["size"] + [f"{c} µs" for c in cols],
+              [[size_text(b)] + [num(by[c].get(b), "{:.2f}") for c in cols] for b in sizes]))
+print("\nraw records in raw/, every step's output in log/")
+PYEOF
+rc=$?
+((rc == 0)) || echo "device_compare: the summary failed ($rc); see $logs/summary.log" |
+  tee -a "$OUT/summary.txt"
+echo "device_compare: $SECONDS s; $OUT/summary.txt"
