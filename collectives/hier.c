@@ -113,16 +113,21 @@ static void step(tide_req *req, tide__msg *m)
 }
 
 /* Parts never posted are dropped (their numbers count as failed here);
- * all are let go. */
+ * all are let go.  A dropped part carries its parent's reason: its peers
+ * in the part may hear of the failure only from it (a rank whose part
+ * runs while ours never will), and "failed first" alone lost what
+ * differed in a mismatch (which counts, which ranks). */
 static void release(tide_req *req)
 {
     struct hier_op *op = (struct hier_op *)req;
+    char why[sizeof req->message];
+    snprintf(why, sizeof why, "the hierarchical all-reduce it is part of failed first (%.440s)",
+             req->message[0] ? req->message : "aborted");
     for (int k = 0; k < PARTS; k++) {
         if (!op->part[k])
             continue;
         if (k >= op->posted)
-            tide__req_drop_part(op->part[k], req->failing ? req->failing : TIDE_EABORTED,
-                                "the hierarchical all-reduce it is part of failed first");
+            tide__req_drop_part(op->part[k], req->failing ? req->failing : TIDE_EABORTED, why);
         tide_req_free(op->part[k]);
         op->part[k] = NULL;
     }
