@@ -79,13 +79,16 @@ static void post_bell(struct shm_peer *c)
 
 /* Bytes on the pair's socket are only ever doorbells: the rings say what
  * arrived, and the next pass reads them.  The end of the stream is the
- * peer's end. */
+ * peer's end.  -ECANCELED is not: io_uring cancels what a thread armed
+ * when that thread exits, and any caller thread may have driven the
+ * reactor in tide_wait (thread pools come and go); nothing of ours
+ * cancels a doorbell, so it is armed again. */
 static void bell_complete(struct tide__uop *uop, int res)
 {
     struct shm_peer *c = container_of(uop, struct shm_peer, bell_uop);
     c->bell_busy = false;
     c->tp->kernel_ops--;
-    bool again = res > 0 || res == -EAGAIN || res == -EINTR;
+    bool again = res > 0 || res == -EAGAIN || res == -EINTR || res == -ECANCELED;
     if (again && !c->lost && !c->tp->aborting) {
         post_bell(c);
         return;

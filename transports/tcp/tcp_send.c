@@ -131,7 +131,11 @@ void tcp_send_complete(struct tide__uop *uop, int res)
     c->tx_busy = false;
     c->tp->kernel_ops--;
 
-    if (res == -EAGAIN || res == -EINTR) {
+    /* -ECANCELED: the thread that submitted it exited (io_uring cancels a
+     * thread's requests then), and any caller thread may have driven the
+     * reactor in tide_wait.  Nothing went out of a cancelled send, and we
+     * never cancel one ourselves: send the rest again. */
+    if (res == -EAGAIN || res == -EINTR || res == -ECANCELED) {
         if (!c->lost) {
             submit(c);
             return;
