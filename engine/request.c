@@ -360,6 +360,11 @@ static void fail_from_msg(tide_req *req, tide__msg *m)
     else if (m->status == TIDE_ETRUNCATE)
         tide__req_fail(req, m->status, "%s rank %d (tag %u): %zu bytes arrived for a %zu-byte buffer",
                        dir, m->peer, m->hdr.tag, m->got, m->len);
+    else if (m->status == TIDE_EMISMATCH && m->got != m->len &&
+             tide__frame_same_signature(&req->sig, &m->hdr))
+        tide__req_fail(req, m->status, "%s rank %d (tag %u): %zu bytes arrived where this rank "
+                       "expects %zu: ranks passed different counts", dir, m->peer, m->hdr.tag,
+                       m->got, m->len);
     else if (m->status == TIDE_EMISMATCH)
         tide__fail_mismatch(req, m->peer, &m->hdr); /* the transport left their header */
     else

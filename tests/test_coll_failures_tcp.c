@@ -39,7 +39,7 @@ static void still_works(tide_comm *comm)
  * and the message must name what differed: the other side's call, which
  * this rank did not make.  DIFF_ROOTS: every rank broadcasts from its own
  * rank, so every rank only sends and none can fail the call itself. */
-enum diff { DIFF_COUNT, DIFF_DTYPE, DIFF_OP, DIFF_KIND, DIFF_ROOT, DIFF_ROOTS };
+enum diff { DIFF_COUNT, DIFF_DTYPE, DIFF_OP, DIFF_KIND, DIFF_ROOT, DIFF_ROOTS, DIFF_VCOUNTS };
 
 /* What rank r's message must name: what the others called. */
 static bool names_the_other_call(enum diff d, int r, int n, const char *msg)
@@ -59,6 +59,8 @@ static bool names_the_other_call(enum diff d, int r, int n, const char *msg)
         return strstr(msg, odd ? "root 0" : "root 1") != NULL;
     case DIFF_ROOTS:
         break;
+    case DIFF_VCOUNTS: /* the signatures agree: only the lengths tell */
+        return strstr(msg, "ranks passed different counts") != NULL;
     }
     /* Any root but this rank's own. */
     for (int k = 0; k < n; k++) {
@@ -99,6 +101,8 @@ static void mismatch_body(tide_comm *comm, void *arg)
     int r = tide_comm_rank(comm), n = tide_comm_size(comm);
     bool odd = r == n - 1;
     float buf[4096] = {0}, out[4096 * 8];
+    for (int i = 0; i < 2 * n; i++)
+        out[i] = -1.0f;
     tide_req *req = NULL;
     double t0 = now_s();
     switch (d) {
@@ -124,12 +128,30 @@ static void mismatch_body(tide_comm *comm, void *arg)
     case DIFF_ROOTS:
         EXPECT_OK(tide_ibroadcast(comm, buf, 64, TIDE_FLOAT32, r, &req));
         break;
+    case DIFF_VCOUNTS: {
+        /* The same total (the signature's count), split otherwise by the
+         * last rank: before, every rank returned success with blocks of
+         * `out` never written. */
+        size_t counts[8];
+        for (int q = 0; q < n; q++)
+            counts[q] = (size_t)(odd ? (q % 2 ? 1 : 3) : 2);
+        if (odd && n % 2)
+            counts[n - 1] = 2;
+        EXPECT_OK(tide_iallgatherv(comm, buf, out, counts, TIDE_FLOAT32, &req));
+        break;
+    }
     }
     int rc = tide_wait(req, 10000);
     double took = now_s() - t0;
     const char *msg = tide_req_message(req);
     bool sends_only = (d == DIFF_ROOT && r != 0) || d == DIFF_ROOTS;
-    if (sends_only) {
+    if (d == DIFF_VCOUNTS && rc == 0) {
+        /* Every frame that reached it had the length its counts say (a
+         * block that went round only through ranks that agree): a
+         * success must then hold every block, none left unwritten. */
+        for (int i = 0; i < 2 * n; i++)
+            EXPECT(out[i] != -1.0f, "succeeded with element %d unwritten", i);
+    } else if (sends_only) {
         /* A leaf's one-way send may complete before anything comes back,
          * so it may succeed; the root, which waits for data, must not. */
         EXPECT(rc == 0 || rc == TIDE_EMISMATCH, "a sender got %s: %s", tide_err_name(rc), msg);
@@ -168,6 +190,11 @@ static void mismatched_kind(void **state)
     run_mismatch(3, DIFF_KIND, TIDE_PROGRESS_INLINE);
 }
 static void mismatched_root(void **state) { run_mismatch(3, DIFF_ROOT, TIDE_PROGRESS_THREAD); }
+static void mismatched_vcounts(void **state)
+{
+    run_mismatch(4, DIFF_VCOUNTS, TIDE_PROGRESS_THREAD);
+    run_mismatch(3, DIFF_VCOUNTS, TIDE_PROGRESS_INLINE);
+}
 
 /* Every rank a broadcast's root: no rank receives, so every rank learns
  * of it late (before async errors, all of them succeeded silently). */
@@ -288,7 +315,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(mismatched_count), cmocka_unit_test(mismatched_dtype),
         cmocka_unit_test(mismatched_op),    cmocka_unit_test(mismatched_kind),
-        cmocka_unit_test(mismatched_root),  cmocka_unit_test(mismatched_roots_all_send),
+        cmocka_unit_test(mismatched_root),
+        cmocka_unit_test(mismatched_vcounts),  cmocka_unit_test(mismatched_roots_all_send),
         cmocka_unit_test(mismatched_large_ring), cmocka_unit_test(barrier_algorithm_name),
         cmocka_unit_test(mismatched_algorithm), cmocka_unit_test(deadline_everywhere),
     };

@@ -80,6 +80,12 @@ int tide__match_check(const tide__msg *m, const struct tide__frame *f)
         return TIDE_EMISMATCH;
     if (f->kind != TIDE_KIND_P2P && !tide__frame_same_signature(&m->hdr, f))
         return TIDE_EMISMATCH;
+    /* A collective knows every message's length.  A frame of another
+     * length with the same signature comes from a peer that passed other
+     * counts (an all-gather-v's array) or lies: a shorter one completed
+     * would leave the rest of the buffer unwritten and call it success. */
+    if (f->kind != TIDE_KIND_P2P && f->len != m->len)
+        return TIDE_EMISMATCH;
     if (f->len > m->len)
         return TIDE_ETRUNCATE;
     return 0;
