@@ -78,6 +78,34 @@ struct stream {
     uint64_t bad; /* first wrong byte + 1, or 0 */
 };
 
+/* The reader owns tail, in memory the peer can write: a tail ahead of
+ * head, or more than a ring behind it, gives the writer no room at all
+ * (before: 3.9 MB copied into the 256 KiB ring, over what follows it). */
+static void corrupt_tail_gives_no_room(void **state)
+{
+    (void)state;
+    static const int64_t shifts[] = {1, 4096, -(int64_t)SHM_RING_BYTES - 1,
+                                     -(int64_t)SHM_RING_BYTES * 15, INT64_MIN / 2};
+    size_t big = 4u << 20;
+    uint8_t *src = malloc(big), *dst = malloc(big);
+    assert_non_null(src);
+    assert_non_null(dst);
+    memset(src, 0x5a, big);
+    for (size_t i = 0; i < sizeof shifts / sizeof shifts[0]; i++) {
+        struct shm_ring *r = new_ring();
+        assert_int_equal(shm_ring_write(r, src, 1000), 1000);
+        uint64_t head = atomic_load(&r->head);
+        atomic_store(&r->tail, head + (uint64_t)shifts[i]);
+        assert_int_equal(shm_ring_write(r, src, big), 0);
+        assert_int_equal(shm_ring_wait_for_room(r), 0);
+        assert_int_equal(atomic_load(&r->head), head);
+        assert_true(shm_ring_read(r, dst, big) <= SHM_RING_BYTES);
+        free(r);
+    }
+    free(src);
+    free(dst);
+}
+
 static void *writer(void *p)
 {
     struct stream *s = p;
@@ -133,6 +161,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(full_ring_and_wrap),
         cmocka_unit_test(waiting_writer_is_told_once),
+        cmocka_unit_test(corrupt_tail_gives_no_room),
         cmocka_unit_test(two_threads_stream_64_mib),
     };
     return cmocka_run_group_tests_name("shm ring", tests, NULL, NULL);

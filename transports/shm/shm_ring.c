@@ -23,11 +23,21 @@ static void copy_out(struct shm_ring *r, uint64_t pos, uint8_t *buf, size_t n)
     memcpy(buf + first, r->data, n - first);
 }
 
+/* Room for the writer.  The reader writes tail in shared memory, so a
+ * corrupt one can put it ahead of head or more than a ring behind: read
+ * as no room (the send then waits out its deadline), never as more room
+ * than the ring has, which had us copy megabytes past its end. */
+static size_t room_of(uint64_t head, uint64_t tail)
+{
+    uint64_t used = head - tail;
+    return used > SHM_RING_BYTES ? 0 : SHM_RING_BYTES - (size_t)used;
+}
+
 size_t shm_ring_write(struct shm_ring *r, const void *src, size_t len)
 {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-    size_t room = SHM_RING_BYTES - (size_t)(head - tail);
+    size_t room = room_of(head, tail);
     size_t n = len < room ? len : room;
     if (n == 0)
         return 0;
@@ -64,7 +74,7 @@ size_t shm_ring_wait_for_room(struct shm_ring *r)
         atomic_store_explicit(&r->writer_waits, 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst);
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-    return SHM_RING_BYTES - (size_t)(head - atomic_load_explicit(&r->tail, memory_order_acquire));
+    return room_of(head, atomic_load_explicit(&r->tail, memory_order_acquire));
 }
 
 void shm_ring_want_ack(struct shm_ring *r)

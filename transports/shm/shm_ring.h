@@ -40,7 +40,9 @@ struct shm_ring {
     uint8_t data[SHM_RING_BYTES];
 };
 
-/* Copy up to len bytes of src in (as many as fit); returns how many. */
+/* Copy up to len bytes of src in (as many as fit); returns how many.
+ * A tail ahead of head or more than a ring behind (a corrupt reader)
+ * reads as a full ring: never past the data. */
 size_t shm_ring_write(struct shm_ring *r, const void *src, size_t len);
 
 /* Copy up to len bytes out into dst (NULL: skip them); returns how many.
