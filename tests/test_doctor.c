@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -156,6 +157,47 @@ static void clean_job_and_bad_files(void **state)
     expect_in(out, "nothing looks wrong");
 }
 
+/* Dumps no run writes: a member list of 4000 (an array of 1024 on the
+ * stack overflowed), a size of ten million (half a gigabyte, and "ranks
+ * 1-1024" missing), ESC and BEL inside a message, and a file cut short.
+ * The doctor reads what it can, refuses what it cannot, flags the cut,
+ * and prints no control byte. */
+static void crafted_dumps(void **state)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/tide-dump-0.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"tide_dump\":1,\"rank\":0,\"size\":4000,\"pid\":1,\"reason\":\"signal\","
+               "\"now_ns\":9,\"wall_ns\":9,\"comms\":[\n{\"comm\":1,\"comm_rank\":0,"
+               "\"comm_size\":4000,\"members\":[");
+    for (int r = 0; r < 4000; r++)
+        fprintf(f, "%s%d", r ? "," : "", r);
+    fprintf(f, "],\"called\":1,\"first_error\":\"ring \x1b[2J\x07 bell\",\"ops\":[\n");
+    put_op(f, 1, "allreduce", 8, "started", "", 1);
+    fprintf(f, "]}]}\n");
+    fclose(f);
+    snprintf(path, sizeof path, "%s/tide-dump-1.json", dir);
+    f = fopen(path, "w");
+    fprintf(f, "{\"tide_dump\":1,\"rank\":1,\"size\":10000000,\"comms\":[\n]}\n");
+    fclose(f);
+    write_dump(2, 4000, 3, "started", "", "0,2", 1, "");
+    snprintf(path, sizeof path, "%s/tide-dump-2.json", dir);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(truncate(path, st.st_size - 5), 0); /* the closing "]}]}\n" */
+
+    char out[16384];
+    assert_int_equal(run_doctor(out, sizeof out), 1);
+    expect_in(out, "dumps from 2 of 4000 ranks");
+    expect_in(out, "no dump from 3998 ranks (1,3-3999)");
+    expect_in(out, "rank 2's dump is cut short");
+    expect_in(out, "first error: ring ?[2J? bell");
+    for (const char *p = out; *p; p++)
+        if ((unsigned char)*p < 0x20 && *p != '\n')
+            fail_msg("a control byte (%d) reached the report", *p);
+}
+
 static void empty_directory(void **state)
 {
     char out[8192];
@@ -171,6 +213,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(names_the_rank_behind, setup, teardown),
         cmocka_unit_test_setup_teardown(keeps_the_halves_of_a_split_apart, setup, teardown),
         cmocka_unit_test_setup_teardown(clean_job_and_bad_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(crafted_dumps, setup, teardown),
         cmocka_unit_test_setup_teardown(empty_directory, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

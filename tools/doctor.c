@@ -227,7 +227,11 @@ static void analyse_comm(struct job *j, const struct doc_comm *any)
     if (!ahead)
         return;
     find_mismatch(j, any, last);
-    int waiters[1024];
+    int *waiters = malloc((size_t)any->comm_size * sizeof *waiters);
+    if (!waiters) {
+        fprintf(stderr, "tide-doctor: out of memory\n");
+        return;
+    }
     int nw = waiting_in(j, any, last, waiters);
     for (int m = 0; m < any->comm_size; m++) {
         int w = any->members[m];
@@ -235,6 +239,7 @@ static void analyse_comm(struct job *j, const struct doc_comm *any)
         if (c && doc_last_seq(c) < last)
             report_behind(j, any, w, last, ahead, waiters, nw);
     }
+    free(waiters);
     report_silent(j, any, last);
 }
 
@@ -357,16 +362,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "tide-doctor: no readable tide-dump-*.json in %s\n", argv[1]);
         return 2;
     }
-    int missing[1024], nm = 0;
-    for (int w = 0; w < j.size && nm < 1024; w++)
+    int *missing = malloc((size_t)j.size * sizeof *missing), nm = 0;
+    for (int w = 0; missing && w < j.size; w++)
         if (j.by_rank[w].rank < 0)
             missing[nm++] = w;
     printf("tide-doctor: dumps from %d of %d ranks\n", n, j.size);
     if (nm) {
         char list[512];
         rank_list(missing, nm, list, sizeof list);
-        printf("no dump from rank%s %s: dead, or stopped and never resumed\n", plural(nm), list);
+        if (nm == 1)
+            printf("no dump from rank %s: dead, or stopped and never resumed\n", list);
+        else
+            printf("no dump from %d ranks (%s%s): dead, or stopped and never resumed\n", nm,
+                   list, strlen(list) + 1 >= sizeof list ? "..." : "");
         j.findings++;
+    }
+    free(missing);
+    for (int w = 0; w < j.size; w++) {
+        if (j.by_rank[w].rank >= 0 && j.by_rank[w].truncated) {
+            printf("rank %d's dump is cut short: its last operations may be missing\n", w);
+            j.findings++;
+        }
     }
     analyse_all(&j);
     report_errors(&j);

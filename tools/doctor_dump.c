@@ -31,7 +31,9 @@ static int get_int(const char *line, const char *key, int dflt)
     return p ? (int)strtol(p, NULL, 10) : dflt;
 }
 
-/* A JSON string value, unescaped (\uXXXX of control bytes kept as '?'). */
+/* A JSON string value, unescaped (\uXXXX of control bytes kept as '?').
+ * Raw control bytes become '?' too: a crafted dump must not send ESC or
+ * BEL sequences to the terminal that prints the report. */
 static void get_str(const char *line, const char *key, char *out, size_t len)
 {
     const char *p = value_of(line, key);
@@ -48,7 +50,8 @@ static void get_str(const char *line, const char *key, char *out, size_t len)
                 continue;
             }
         }
-        out[n++] = *p;
+        unsigned char ch = (unsigned char)*p;
+        out[n++] = ch < 0x20 || ch == 0x7f ? '?' : *p;
     }
     out[n] = '\0';
 }
@@ -135,6 +138,13 @@ static int read_line(const char *line, struct doc_dump *d, int lineno, char *err
         }
         d->rank = get_int(line, "rank", -1);
         d->size = get_int(line, "size", 0);
+        /* The size sizes the doctor's table of ranks: a crafted one must
+         * not cost gigabytes. */
+        if (d->size < 1 || d->size > DOC_MAX_RANKS || d->rank < 0 || d->rank >= d->size) {
+            snprintf(err, errlen, "rank %d of size %d: not a job of 1 to %d ranks", d->rank,
+                     d->size, DOC_MAX_RANKS);
+            return -1;
+        }
         get_str(line, "reason", d->reason, sizeof d->reason);
         d->now_ns = get_u64(line, "now_ns");
         d->wall_ns = get_u64(line, "wall_ns");
@@ -159,8 +169,14 @@ int doc_dump_read(const char *path, struct doc_dump *d, char *err, size_t errlen
     char *line = NULL;
     size_t cap = 0;
     int lineno = 0, rc = 0;
-    while (rc == 0 && getline(&line, &cap, f) > 0)
+    ssize_t got;
+    while (rc == 0 && (got = getline(&line, &cap, f)) > 0) {
         rc = read_line(line, d, ++lineno, err, errlen);
+        /* The writer ends with the last communicator's "]}", the list's
+         * "]" and the dump's "}", then a newline: anything else was cut
+         * short (a rank killed while writing, a full disk). */
+        d->truncated = got < 5 || strcmp(line + got - 5, "]}]}\n") != 0;
+    }
     free(line);
     fclose(f);
     if (rc == 0 && (d->rank < 0 || d->ncomms == 0)) {

@@ -5,6 +5,7 @@
 #define TIDE_DOCTOR_DUMP_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define DOC_PEERS 64
@@ -28,8 +29,12 @@ struct doc_comm {
     size_t nops, cap;
 };
 
+/* A job larger than this is not one tide runs: its dumps are refused. */
+#define DOC_MAX_RANKS (1 << 20)
+
 struct doc_dump {
     int rank, size; /* world */
+    bool truncated; /* its last line is not the writer's last: cut short */
     char reason[16];
     uint64_t now_ns, wall_ns; /* read together when the dump was written */
     struct doc_comm *comms;
