@@ -318,24 +318,28 @@ int tide_allgather(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t s
     return tide__wait_and_free(rc, req);
 }
 
-/* Copy counts into offsets (n + 1 entries); the total, or SIZE_MAX. */
-static size_t offsets_of(const size_t *counts, int n, size_t **offs)
+/* Copy counts into offsets (n + 1 entries) and their total.  0, or
+ * TIDE_EINVAL (said) when the total does not fit a size_t, or
+ * TIDE_ENOMEM; on failure nothing is left allocated. */
+static int offsets_of(const struct call *k, const size_t *counts, size_t **offs, size_t *total)
 {
+    int n = k->comm->size;
     *offs = malloc(((size_t)n + 1) * sizeof **offs);
     if (!*offs)
-        return SIZE_MAX;
-    size_t total = 0;
+        return TIDE_ENOMEM;
+    size_t sum = 0;
     for (int b = 0; b < n; b++) {
-        (*offs)[b] = total;
-        if (counts[b] > SIZE_MAX - total) {
+        (*offs)[b] = sum;
+        if (counts[b] >= SIZE_MAX - sum) {
             free(*offs);
             *offs = NULL;
-            return SIZE_MAX;
+            return reject(k, "the counts add up past what a size_t holds (at rank %d)", b);
         }
-        total += counts[b];
+        sum += counts[b];
     }
-    (*offs)[n] = total;
-    return total;
+    (*offs)[n] = sum;
+    *total = sum;
+    return 0;
 }
 
 int tide_iallgatherv(tide_comm *comm, const void *sendbuf, void *recvbuf, const size_t *counts,
@@ -350,9 +354,9 @@ int tide_iallgatherv(tide_comm *comm, const void *sendbuf, void *recvbuf, const 
         return rc;
     if (!counts)
         return reject(&k, "counts must not be NULL");
-    size_t total = offsets_of(counts, comm->size, &k.blk.offs);
-    if (total == SIZE_MAX)
-        return k.blk.offs ? reject(&k, "the counts overflow") : TIDE_ENOMEM;
+    size_t total;
+    if ((rc = offsets_of(&k, counts, &k.blk.offs, &total)))
+        return rc;
     size_t esize = tide_dtype_size(dtype);
     size_t in = mul3(counts[comm->rank], 1, esize), out = mul3(total, 1, esize);
     if (k.sendbuf == TIDE_IN_PLACE)
@@ -445,9 +449,9 @@ int tide_ireduce_scatterv(tide_comm *comm, const void *sendbuf, void *recvbuf,
         return rc;
     if (!counts)
         return reject(&k, "counts must not be NULL");
-    size_t total = offsets_of(counts, comm->size, &k.blk.offs);
-    if (total == SIZE_MAX)
-        return k.blk.offs ? reject(&k, "the counts overflow") : TIDE_ENOMEM;
+    size_t total;
+    if ((rc = offsets_of(&k, counts, &k.blk.offs, &total)))
+        return rc;
     return reduce_scatter_launch(&k, total, req);
 }
 
