@@ -13,11 +13,16 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+/* Every rank keeps a connection, a shared-memory pair and tables for
+ * each other one: a job past this is not one tide can assemble, and a
+ * WORLD_SIZE of 2^31 - 1 had tide_init touch gigabytes before failing. */
+#define MAX_RANKS (1 << 20)
+
 static int check_config(const tide_config *cfg)
 {
     const char *why = NULL;
-    if (cfg->size < 1)
-        why = "size must be at least 1";
+    if (cfg->size < 1 || cfg->size > MAX_RANKS)
+        why = "size must be in [1, 1048576]";
     else if (cfg->rank < 0 || cfg->rank >= cfg->size)
         why = "rank must be in [0, size)";
     else if (cfg->master_port < 1 || cfg->master_port > 65535)

@@ -107,7 +107,7 @@ typedef enum tide_reactor_kind {
  */
 typedef struct tide_config {
     int rank;                   /* 0..size-1 */
-    int size;                   /* number of ranks, >= 1 */
+    int size;                   /* number of ranks, 1 to 1048576 (2^20) */
     int local_rank;             /* rank within this host (-1: unknown) */
     int local_size;             /* ranks on this host (-1: unknown) */
     char master_addr[256];      /* rank 0's rendezvous host (name or IP) */

@@ -302,6 +302,32 @@ static void config_reads_yield_when_idle(void **state)
     tide_comm *comm = (tide_comm *)&cfg; /* must come back NULL */
     assert_int_equal(tide_init_with(&comm, &cfg), TIDE_EINVAL);
     assert_null(comm);
+
+    /* TIDE_YIELD_WHEN_IDLE=auto leaves the reactor chosen in code alone
+     * (it used to reset it to auto). */
+    setenv("TIDE_YIELD_WHEN_IDLE", "auto", 1);
+    tide_config_default(&cfg);
+    cfg.reactor = TIDE_REACTOR_EPOLL;
+    assert_int_equal(tide_config_from_env(&cfg), 0);
+    assert_int_equal(cfg.reactor, TIDE_REACTOR_EPOLL);
+    unsetenv("TIDE_YIELD_WHEN_IDLE");
+}
+
+/* A world past 2^20 ranks is refused at once: WORLD_SIZE=INT_MAX had
+ * tide_init touch gigabytes (and overflow) before failing. */
+static void init_refuses_a_huge_world(void **state)
+{
+    (void)state;
+    static const int sizes[] = {0, -3, (1 << 20) + 1, 2147483647};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        tide_config cfg;
+        tide_config_default(&cfg);
+        cfg.size = sizes[i];
+        cfg.log_level = 0;
+        tide_comm *comm = (tide_comm *)&cfg;
+        assert_int_equal(tide_init_with(&comm, &cfg), TIDE_EINVAL);
+        assert_null(comm);
+    }
 }
 
 /* TIDE_TCP_CONGESTION: auto (any case) is the empty default, anything else
@@ -443,6 +469,7 @@ int main(void)
         cmocka_unit_test(config_reads_each_launcher),
         cmocka_unit_test(config_reads_yield_when_idle),
         cmocka_unit_test(config_reads_tcp_congestion),
+        cmocka_unit_test(init_refuses_a_huge_world),
         cmocka_unit_test(config_reads_reactor),
         cmocka_unit_test(config_reads_transport),
         cmocka_unit_test(seqmap_finds_every_node_through_growth),
