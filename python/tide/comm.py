@@ -47,15 +47,26 @@ class Comm:
 
     # ---------------------------------------------------------------- life
 
+    def _finalized_under(self):
+        """A communicator made by split: its world was finalized, which
+        freed it in C (using it segfaulted)."""
+        return self._world is not None and self._world._h is None
+
     def _handle(self):
         if self._h is None:
             raise invalid("the communicator is closed")
+        if self._finalized_under():
+            raise invalid("the communicator is closed: tide.finalize() freed it with its world")
         return self._h
 
     def close(self):
         """Release the communicator: tide_comm_free for one made by split,
-        tide.finalize() for the world.  Idempotent."""
+        tide.finalize() for the world.  Idempotent; after tide.finalize()
+        a split communicator is already gone."""
         if self._h is None:
+            return
+        if self._finalized_under():
+            self._h = None
             return
         if self._world is None:
             from . import finalize

@@ -71,6 +71,30 @@ def test_progress_thread_goes_where_told(monkeypatch):
         os.sched_setaffinity(0, mask)
 
 
+def test_split_communicator_after_finalize(monkeypatch):
+    """A communicator made by split is freed with its world: using it after
+    tide.finalize() raises (it segfaulted), and closing it is a no-op."""
+    import socket
+    import numpy as np
+    for var in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    world = tide.init(master_port=port, timeout=10)
+    half = world.split(0)
+    x = np.ones(4, dtype=np.float32)
+    half.allreduce(x)
+    tide.finalize()
+    with pytest.raises(tide.InvalidArgument, match="freed it with its world"):
+        half.allreduce(x)
+    with pytest.raises(tide.InvalidArgument, match="freed it with its world"):
+        half.split(0)
+    half.close()
+    half.close()
+    assert "closed" in repr(half)
+
+
 def test_single_rank_without_a_launcher(monkeypatch):
     """No launcher variables: a world of one, collectives are copies."""
     import socket
