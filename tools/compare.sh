@@ -152,23 +152,8 @@ ops=("${all_ops[@]}") # what bench runs
 
 # ---------------------------------------------------------------- placement
 
-# The physical cores we may run on: a core's hardware threads count once,
-# as tide-run (tools/bind.h) and Open MPI's --bind-to core count them.
-# nproc counts hardware threads, and obeys OMP_NUM_THREADS besides.
-count_cores() {
-  local list range cpu topo
-  list=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
-  for range in ${list//,/ }; do
-    for ((cpu = ${range%-*}; cpu <= ${range#*-}; cpu++)); do
-      topo=/sys/devices/system/cpu/cpu$cpu/topology
-      if [[ -r $topo/core_id ]]; then
-        echo "$(cat "$topo/physical_package_id") $(cat "$topo/core_id")"
-      else
-        echo "cpu $cpu"
-      fi
-    done
-  done | sort -u | wc -l
-}
+# shellcheck source=tools/placement.sh
+source tools/placement.sh
 cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 cores=$(count_cores)
 ((cores > 0)) || cores=$cpus
@@ -180,28 +165,11 @@ tide_bind=()
 tide_run=("$build/tools/tide-run" "${tide_bind[@]}")
 tide_run_opts=${tide_bind[*]:-(default --bind-to auto)}
 
-# ompi_binding RANKS: sets ompi_bind to mpirun's placement options, those
-# that give each rank what tide-run gives it: two cores where there are
-# two a rank (compute and progress thread; Open MPI progresses only inside
-# its calls, so the second core is there for fairness), one core where
-# there is one, else none.
-ompi_binding() {
-  local n=$1
-  if [[ $placement == unbound ]]; then
-    ompi_bind=(--bind-to none)
-  elif ((cores >= 2 * n)); then
-    ompi_bind=(--map-by slot:PE=2 --bind-to core)
-  elif ((cores >= n)); then
-    ompi_bind=(--bind-to core)
-  else
-    ompi_bind=(--bind-to none)
-  fi
-}
 
 echo "compare: placement $placement, $cores cores ($cpus hardware threads):" \
   "tide-run $tide_run_opts"
 for n in "${worlds[@]}"; do
-  ompi_binding "$n"
+  ompi_binding "$n" "$cores" "$placement"
   echo "compare: $n ranks: mpirun ${ompi_bind[*]}"
   if [[ $placement == bound ]] && ((cores < n)); then
     echo "compare: $n ranks on $cores cores: too few to bind; Open MPI runs --bind-to none," \
@@ -250,7 +218,7 @@ rank_cpus() {
 # What each launcher was told, and what each rank got, per world size.
 mpirun_opts='' masks=''
 for n in "${worlds[@]}"; do
-  ompi_binding "$n"
+  ompi_binding "$n" "$cores" "$placement"
   mpirun_opts+="${mpirun_opts:+, }\"$n\": \"${ompi_bind[*]}\""
   masks+="${masks:+,
    }\"$n\": {\"tide-run\": $(rank_cpus "${tide_run[@]}" -n "$n" --no-prefix --),
@@ -299,7 +267,7 @@ bench() {
       done ;;
     ompi-tcp|ompi-sm)
       local -n mca=ompi_${sys#ompi-}
-      ompi_binding "$n"
+      ompi_binding "$n" "$cores" "$placement"
       step "$sys-$tag" "${mpirun_base[@]}" "${mca[@]}" "${ompi_bind[@]}" -np "$n" \
         "$build/tools/mpi-coll-bench" --tool "$sys" --op "$oplist" "${sweep[@]}" \
         --json "$raw/$sys-$tag.json" ;;
@@ -324,7 +292,7 @@ overlap() {
         --json "$raw/$sys-$tag.json" ;;
     ompi-tcp|ompi-sm)
       local -n mca=ompi_${sys#ompi-}
-      ompi_binding "$n"
+      ompi_binding "$n" "$cores" "$placement"
       step "$sys-$tag" "${mpirun_base[@]}" "${mca[@]}" "${ompi_bind[@]}" -np "$n" \
         "$build/tools/mpi-coll-bench" --tool "$sys" --overlap --compute "$compute" "${sweep[@]}" \
         --json "$raw/$sys-$tag.json" ;;

@@ -96,38 +96,12 @@ step() {
   fi
 }
 
-# The physical cores we may run on, as tide-run and Open MPI count them
-# (nproc counts hardware threads, and on-device.sh's OMP_NUM_THREADS=1
-# makes it say 1).
-count_cores() {
-  local list range cpu topo
-  list=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
-  for range in ${list//,/ }; do
-    for ((cpu = ${range%-*}; cpu <= ${range#*-}; cpu++)); do
-      topo=/sys/devices/system/cpu/cpu$cpu/topology
-      if [[ -r $topo/core_id ]]; then
-        echo "$(cat "$topo/physical_package_id") $(cat "$topo/core_id")"
-      else
-        echo "cpu $cpu"
-      fi
-    done
-  done | sort -u | wc -l
-}
+# shellcheck source=tools/placement.sh
+source "$(dirname "${BASH_SOURCE[0]}")/placement.sh"
 cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 cores=$(count_cores)
 ((cores > 0)) || cores=$cpus
 
-# ompi_binding RANKS: mpirun's options that give each rank what tide-run
-# gives it (tools/bind.h), in ompi_bind.
-ompi_binding() {
-  if ((cores >= 2 * $1)); then
-    ompi_bind=(--map-by slot:PE=2 --bind-to core)
-  elif ((cores >= $1)); then
-    ompi_bind=(--bind-to core)
-  else
-    ompi_bind=(--bind-to none)
-  fi
-}
 
 # tide-run's options for a placement.
 place_opts() {
@@ -142,7 +116,7 @@ place_opts() {
   echo "Open MPI $(mrun 30 --version 2>&1 | sed -n 's/.*(Open MPI) //p' | head -1)"
   echo "quick $QUICK; budget $BUDGET s; load $(cut -d' ' -f1-3 /proc/loadavg)"
   for n in "${perf_ranks[@]}"; do
-    ompi_binding "$n"
+    ompi_binding "$n" "$cores"
     echo "mpirun bound, $n ranks: ${ompi_bind[*]}"
   done
 } >"$OUT/facts.txt"
@@ -157,7 +131,7 @@ mapfile -t probe_ranks < <(printf '%s\n' "${perf_ranks[@]}" "${overlap_ranks[@]}
 for n in "${probe_ranks[@]}"; do
   step "probe-tide-bound-n$n" 30 trun -n "$n" --no-prefix -- "${probe[@]}"
   step "probe-tide-unbound-n$n" 30 trun -n "$n" --no-prefix --bind-to none -- "${probe[@]}"
-  ompi_binding "$n"
+  ompi_binding "$n" "$cores"
   step "probe-ompi-bound-n$n" 30 mrun -np "$n" "${ompi_bind[@]}" --report-bindings "${probe[@]}"
 done
 for place in bound unbound; do
@@ -183,7 +157,7 @@ done
 
 # Band by band the two take turns, so a noisy moment hurts both alike.
 for n in "${perf_ranks[@]}"; do
-  ompi_binding "$n"
+  ompi_binding "$n" "$cores"
   for band in "${perf_bands[@]}"; do
     read -r b e f iters warm <<<"$band"
     sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
