@@ -54,10 +54,11 @@ void tide__cpulist_format(const cpu_set_t *set, char *buf, size_t len)
     }
 }
 
-static int highest_cpu(const cpu_set_t *set)
+/* The (k+1)-th highest CPU of set, or -1. */
+static int highest_cpu(const cpu_set_t *set, int k)
 {
     for (int c = CPU_SETSIZE - 1; c >= 0; c--)
-        if (CPU_ISSET(c, set))
+        if (CPU_ISSET(c, set) && k-- == 0)
             return c;
     return -1;
 }
@@ -86,6 +87,25 @@ static void place(const struct tide__placement_in *in, struct tide__placement *o
              because);
 }
 
+/* auto on the whole host shared by the local ranks (placement.h): our
+ * progress thread on the (local_rank+1)-th highest CPU, the caller off
+ * the top local_size CPUs, where every local rank's progress thread is. */
+static void place_spread(const struct tide__placement_in *in, struct tide__placement *out)
+{
+    char p[16], c[64];
+    CPU_ZERO(&out->progress);
+    CPU_SET(highest_cpu(&in->mask, in->local_rank), &out->progress);
+    out->caller = in->mask;
+    for (int k = 0; k < in->local_size; k++)
+        CPU_CLR(highest_cpu(&in->mask, k), &out->caller);
+    out->own = true;
+    tide__cpulist_format(&out->progress, p, sizeof p);
+    tide__cpulist_format(&out->caller, c, sizeof c);
+    snprintf(out->why, sizeof out->why, "progress thread on CPU %s, the caller on %s (the %d "
+             "local ranks share this host's %d CPUs; each progress thread gets one of the top "
+             "%d)", p, c, in->local_size, CPU_COUNT(&in->mask), in->local_size);
+}
+
 /* auto: see placement.h. */
 static void decide_auto(const struct tide__placement_in *in, struct tide__placement *out)
 {
@@ -99,6 +119,12 @@ static void decide_auto(const struct tide__placement_in *in, struct tide__placem
         return;
     }
     bool alone = mine < host ? local < 0 || (long)mine * local <= host : local == 1;
+    bool spread = !alone && mine == host && local > 1 && in->local_rank >= 0 &&
+                  in->local_rank < local && mine >= 2 * local;
+    if (spread) {
+        place_spread(in, out);
+        return;
+    }
     if (!alone) {
         char what[120];
         if (local < 0)
@@ -113,7 +139,7 @@ static void decide_auto(const struct tide__placement_in *in, struct tide__placem
     }
     cpu_set_t last;
     CPU_ZERO(&last);
-    CPU_SET(highest_cpu(&in->mask), &last);
+    CPU_SET(highest_cpu(&in->mask, 0), &last);
     place(in, out, &last, "TIDE_PROGRESS_CPUS=auto");
 }
 

@@ -15,9 +15,16 @@
  *                 than the CPUs this host gives the job and not shared
  *                 with the other local ranks (local ranks x mask size <=
  *                 host CPUs), or the whole host for a rank alone on it.
- *                 A mask that several ranks share (an unbound launch)
- *                 is left to the scheduler: a fixed choice there would
- *                 stack every rank's progress thread on one CPU.
+ *                 A mask of the whole host that the local ranks share
+ *                 (torchrun, mpirun --bind-to none) with room for all
+ *                 their progress threads (CPUs >= 2 x local ranks) is
+ *                 split by local rank: rank k's progress thread takes
+ *                 the (k+1)-th highest CPU, and every caller keeps off
+ *                 the top local-ranks CPUs, so no compute lands where a
+ *                 progress thread runs.  Other shared masks (local rank
+ *                 unknown, too few CPUs, a socket several ranks share)
+ *                 are left to the scheduler: a fixed choice there could
+ *                 stack progress threads on one CPU.
  *   none          no placement.
  *   a CPU list    "5", "5,21", "4-5": the progress thread goes there
  *                 (tide-run passes the CPUs it set aside for the rank).
@@ -37,6 +44,7 @@ struct tide__placement_in {
     cpu_set_t mask;      /* the calling thread's affinity mask */
     int host_cpus;       /* CPUs this host (container, cgroup) gives the job */
     int local_size;      /* ranks on this host; -1 unknown */
+    int local_rank;      /* our place among them (0..local_size-1); -1 unknown */
 };
 
 struct tide__placement {

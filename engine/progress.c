@@ -546,7 +546,8 @@ static void *progress_main(void *arg)
 static void place_threads(struct tide__ctx *ctx)
 {
     struct tide__placement_in in = {.setting = ctx->cfg.progress_cpus,
-                                    .local_size = ctx->cfg.local_size};
+                                    .local_size = ctx->cfg.local_size,
+                                    .local_rank = ctx->cfg.local_rank};
     struct tide__placement *p = &ctx->place;
     tide__placement_probe(&in);
     if (tide__placement_decide(&in, p) != 0) {

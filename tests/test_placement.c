@@ -2,7 +2,8 @@
  * plan (tools/bind.c) on made-up machines of 1 to 64 cores, with and
  * without SMT siblings, for 1 to 64 ranks; libtide's own decision
  * (engine/placement.c) on masks of 1, 2, 4, 16 and 64 CPUs, bound or
- * shared, inside a container's cpuset or not; the two together (the
+ * shared (an unbound launch spread by local rank), inside a container's
+ * cpuset or not; the two together (the
  * launcher's plan read back by libtide); and one real tide_init that
  * moves its progress thread where TIDE_PROGRESS_CPUS says. */
 #include <dirent.h>
@@ -171,7 +172,8 @@ static void plan_layouts_on_sixteen_cores(void **state)
 static struct tide__placement_in mask_of(int lo, int count, int host, int local,
                                          const char *setting)
 {
-    struct tide__placement_in in = {.setting = setting, .host_cpus = host, .local_size = local};
+    struct tide__placement_in in = {.setting = setting, .host_cpus = host, .local_size = local,
+                                    .local_rank = -1};
     CPU_ZERO(&in.mask);
     for (int c = lo; c < lo + count; c++)
         CPU_SET(c, &in.mask);
@@ -181,22 +183,27 @@ static struct tide__placement_in mask_of(int lo, int count, int host, int local,
 struct auto_case {
     const char *name;
     int lo, count, host, local; /* the mask: CPUs lo..lo+count-1 of host */
+    int local_rank;             /* -1: unknown */
     int progress;               /* the CPU chosen, or -1 for none */
     const char *says;
 };
 
 static const struct auto_case auto_cases[] = {
-    {"one CPU: no room", 3, 1, 16, 8, -1, "shares CPU 3 with the caller"},
-    {"two CPUs of 16, bound by a launcher", 6, 2, 16, 8, 7, "caller on 6"},
-    {"four CPUs of 16, 4 local ranks", 4, 4, 16, 4, 7, "caller on 4-6"},
-    {"four CPUs of 16, local size unknown", 4, 4, 16, -1, 7, "caller on 4-6"},
-    {"16 CPUs shared by 8 ranks", 0, 16, 16, 8, -1, "shared by 8 ranks"},
-    {"16 CPUs, local size unknown", 0, 16, 16, -1, -1, "is unknown"},
-    {"whole 64-CPU host, one rank on it", 0, 64, 64, 1, 63, "caller on 0-62"},
-    {"64 CPUs of a 128-CPU host, 4 ranks", 0, 64, 128, 4, -1, "shared by 4 ranks"},
-    {"64 CPUs of a 128-CPU host, 2 ranks", 64, 64, 128, 2, 127, "caller on 64-126"},
-    {"container cpuset of 4, unbound, 2 ranks", 0, 4, 4, 2, -1, "shared by 2 ranks"},
-    {"container cpuset of 4, bound two each", 2, 2, 4, 2, 3, "caller on 2"},
+    {"one CPU: no room", 3, 1, 16, 8, 3, -1, "shares CPU 3 with the caller"},
+    {"two CPUs of 16, bound by a launcher", 6, 2, 16, 8, 3, 7, "caller on 6"},
+    {"four CPUs of 16, 4 local ranks", 4, 4, 16, 4, 1, 7, "caller on 4-6"},
+    {"four CPUs of 16, local size unknown", 4, 4, 16, -1, -1, 7, "caller on 4-6"},
+    {"16 CPUs shared by 8 ranks, local rank unknown", 0, 16, 16, 8, -1, -1, "shared by 8 ranks"},
+    {"16 CPUs, local size unknown", 0, 16, 16, -1, -1, -1, "is unknown"},
+    {"whole 16-CPU host, torchrun's 4 ranks, rank 1", 0, 16, 16, 4, 1, 14, "caller on 0-11"},
+    {"whole 16-CPU host, 8 ranks, rank 7", 0, 16, 16, 8, 7, 8, "caller on 0-7"},
+    {"whole 16-CPU host, 9 ranks: no room", 0, 16, 16, 9, 2, -1, "shared by 9 ranks"},
+    {"a socket of 8 of 16 CPUs shared by 4 of 8 ranks", 8, 8, 16, 8, 5, -1, "shared by 8 ranks"},
+    {"whole 64-CPU host, one rank on it", 0, 64, 64, 1, 0, 63, "caller on 0-62"},
+    {"64 CPUs of a 128-CPU host, 4 ranks", 0, 64, 128, 4, 0, -1, "shared by 4 ranks"},
+    {"64 CPUs of a 128-CPU host, 2 ranks", 64, 64, 128, 2, 1, 127, "caller on 64-126"},
+    {"container cpuset of 4, unbound, 2 ranks", 0, 4, 4, 2, 0, 3, "caller on 0-1"},
+    {"container cpuset of 4, bound two each", 2, 2, 4, 2, 1, 3, "caller on 2"},
 };
 
 static void auto_placement_by_mask(void **state)
@@ -205,6 +212,7 @@ static void auto_placement_by_mask(void **state)
     for (size_t i = 0; i < sizeof auto_cases / sizeof auto_cases[0]; i++) {
         const struct auto_case *t = &auto_cases[i];
         struct tide__placement_in in = mask_of(t->lo, t->count, t->host, t->local, "");
+        in.local_rank = t->local_rank;
         struct tide__placement p;
         assert_int_equal(tide__placement_decide(&in, &p), 0);
         if (t->progress < 0 && CPU_COUNT(&p.progress))
@@ -215,6 +223,37 @@ static void auto_placement_by_mask(void **state)
         assert_true(p.own == (t->progress >= 0));
         if (!strstr(p.why, t->says))
             fail_msg("%s: '%s' does not say '%s'", t->name, p.why, t->says);
+    }
+}
+
+/* Every local rank of an unbound launch, spread: the progress threads on
+ * CPUs of their own, none of them where any caller may run. */
+static void unbound_ranks_spread_their_progress_threads(void **state)
+{
+    (void)state;
+    static const int hosts[][2] = {{16, 8}, {16, 2}, {64, 16}, {32, 16}, {4, 2}};
+    for (size_t h = 0; h < sizeof hosts / sizeof hosts[0]; h++) {
+        int cpus = hosts[h][0], local = hosts[h][1];
+        cpu_set_t progress_all, callers_all;
+        CPU_ZERO(&progress_all);
+        CPU_ZERO(&callers_all);
+        for (int r = 0; r < local; r++) {
+            struct tide__placement_in in = mask_of(0, cpus, cpus, local, "auto");
+            in.local_rank = r;
+            struct tide__placement p;
+            assert_int_equal(tide__placement_decide(&in, &p), 0);
+            assert_true(p.own);
+            assert_int_equal(CPU_COUNT(&p.progress), 1);
+            cpu_set_t both;
+            CPU_AND(&both, &progress_all, &p.progress);
+            assert_int_equal(CPU_COUNT(&both), 0); /* a CPU each */
+            CPU_OR(&progress_all, &progress_all, &p.progress);
+            CPU_OR(&callers_all, &callers_all, &p.caller);
+        }
+        cpu_set_t both;
+        CPU_AND(&both, &progress_all, &callers_all);
+        assert_int_equal(CPU_COUNT(&both), 0);
+        assert_int_equal(CPU_COUNT(&callers_all), cpus - local);
     }
 }
 
@@ -373,6 +412,7 @@ int main(void)
         cmocka_unit_test(plan_holds_on_every_machine),
         cmocka_unit_test(plan_layouts_on_sixteen_cores),
         cmocka_unit_test(auto_placement_by_mask),
+        cmocka_unit_test(unbound_ranks_spread_their_progress_threads),
         cmocka_unit_test(explicit_and_bad_settings),
         cmocka_unit_test(cpu_lists_round_trip),
         cmocka_unit_test(launcher_plan_read_back),
