@@ -10,7 +10,7 @@ void tide__mpsc_init(struct tide__mpsc *q)
 {
     atomic_store_explicit(&q->stub.next, NULL, memory_order_relaxed);
     atomic_store_explicit(&q->head, &q->stub, memory_order_relaxed);
-    q->tail = &q->stub;
+    atomic_store_explicit(&q->tail, &q->stub, memory_order_relaxed);
 }
 
 void tide__mpsc_push(struct tide__mpsc *q, struct tide__mpsc_node *node)
@@ -21,20 +21,26 @@ void tide__mpsc_push(struct tide__mpsc *q, struct tide__mpsc_node *node)
     atomic_store_explicit(&prev->next, node, memory_order_release);
 }
 
+/* Only the consumer writes tail: its own loads need no ordering. */
+static void set_tail(struct tide__mpsc *q, struct tide__mpsc_node *tail)
+{
+    atomic_store_explicit(&q->tail, tail, memory_order_relaxed);
+}
+
 struct tide__mpsc_node *tide__mpsc_pop(struct tide__mpsc *q)
 {
-    struct tide__mpsc_node *tail = q->tail;
+    struct tide__mpsc_node *tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
     struct tide__mpsc_node *next = atomic_load_explicit(&tail->next, memory_order_acquire);
 
     if (tail == &q->stub) {
         if (!next)
             return NULL;
-        q->tail = next;
+        set_tail(q, next);
         tail = next;
         next = atomic_load_explicit(&next->next, memory_order_acquire);
     }
     if (next) {
-        q->tail = next;
+        set_tail(q, next);
         return tail;
     }
     /* tail is the last node we can see; if head moved past it, a producer
@@ -45,7 +51,7 @@ struct tide__mpsc_node *tide__mpsc_pop(struct tide__mpsc *q)
     tide__mpsc_push(q, &q->stub);
     next = atomic_load_explicit(&tail->next, memory_order_acquire);
     if (next) {
-        q->tail = next;
+        set_tail(q, next);
         return tail;
     }
     return NULL;
@@ -53,6 +59,7 @@ struct tide__mpsc_node *tide__mpsc_pop(struct tide__mpsc *q)
 
 bool tide__mpsc_empty(struct tide__mpsc *q)
 {
-    return q->tail == &q->stub && atomic_load(&q->head) == &q->stub &&
+    return atomic_load_explicit(&q->tail, memory_order_relaxed) == &q->stub &&
+           atomic_load(&q->head) == &q->stub &&
            atomic_load_explicit(&q->stub.next, memory_order_acquire) == NULL;
 }

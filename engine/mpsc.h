@@ -13,7 +13,10 @@ struct tide__mpsc_node {
 
 struct tide__mpsc {
     _Atomic(struct tide__mpsc_node *) head; /* producers append here */
-    struct tide__mpsc_node *tail;           /* consumer pops here */
+    /* consumer pops here; atomic (relaxed) because tide__mpsc_empty reads
+     * it from other threads (the progress thread looks while a caller
+     * drives), a data race ThreadSanitizer reported with two callers */
+    _Atomic(struct tide__mpsc_node *) tail;
     struct tide__mpsc_node stub;            /* keeps the list never empty */
 };
 
