@@ -20,6 +20,14 @@
  * Threads: in thread mode every function may be called from any thread,
  * except that one request must not be waited on by two threads at once.
  * In inline mode a communicator belongs to the thread that created it.
+ * Collectives on one communicator must be called in the same order on
+ * every rank (as in MPI): the order is the order in which the calls
+ * enter tide, so two threads of a rank that issue collectives on one
+ * communicator at once must agree on an order between them (a lock), or
+ * use a communicator each (tide_comm_split).  Without that, same-shaped
+ * collectives pair up differently on different ranks and mix their
+ * data: nothing can tell them apart.  Point-to-point messages are
+ * matched by source and tag, in order per pair, from any thread.
  */
 #ifndef TIDE_H
 #define TIDE_H
@@ -136,8 +144,10 @@ typedef struct tide_config {
     char progress_cpus[128];    /* where the progress thread runs: "" (auto: a CPU of this
                                    process's mask that the caller's thread then leaves to
                                    it, when the mask has two or more CPUs and no other
-                                   local rank shares it), "none", or a CPU list ("5",
-                                   "5,21", "4-5"); said at info level */
+                                   local rank shares it, or, when the local ranks share
+                                   the whole host with two CPUs a rank or more, the
+                                   (local_rank+1)-th highest), "none", or a CPU list
+                                   ("5", "5,21", "4-5"); said at info level */
 } tide_config;
 
 /* Fill cfg with defaults: size 1, rank 0, 127.0.0.1:29500, timeout 300 s,
