@@ -12,6 +12,7 @@ cost a thread per operation, and Python never runs on tide's reactor.
 import contextlib
 import ctypes
 import itertools
+import sys
 import threading
 
 from . import _lib
@@ -40,7 +41,13 @@ class Poller:
         self._stopping = False
 
     def attach(self, req, on_done):
-        """Call on_done() (on the poller thread) once req completes."""
+        """Call on_done() (on the poller thread) once req completes.
+        Raises once the poller was stopped (tide.finalize()): it starts no
+        thread then, least of all while the interpreter shuts down, where
+        starting one waits forever for it to run (a process that hung at
+        exit with a request still pending)."""
+        if self._cq is None or sys.is_finalizing():
+            raise error(-1, "the completion queue is gone (after tide.finalize())")
         tag = next(self._tags)
         with self._lock:
             self._pending[tag] = on_done
@@ -64,7 +71,6 @@ class Poller:
                 try:
                     on_done()
                 except Exception as e:  # a user's future callback: report, keep polling
-                    import sys
                     print(f"tide: completion callback failed: {e!r}", file=sys.stderr)
                 # Not held while blocked in the next wait: it may be the
                 # last reference to a dropped request and its buffers.

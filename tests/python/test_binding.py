@@ -122,6 +122,13 @@ def test_binding_on_ranks(run_ranks, n):
     assert out.count("ok gil_released") == n
 
 
+def test_exit_with_a_receive_pending_past_finalize(run_ranks):
+    """The process ends (it hung at exit: issue 33); a rank still there
+    after 20 s is killed by its own alarm, and the job fails."""
+    out = run_ranks(2, "rank_exit.py", timeout=60)
+    assert out.count("ok exit") == 2, out
+
+
 @pytest.mark.parametrize("case", ["deadline", "dead_peer"])
 def test_failures_on_3_ranks(run_ranks, case):
     out = run_ranks(3, "rank_faults.py", case)
