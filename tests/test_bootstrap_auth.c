@@ -47,7 +47,9 @@ enum {
 enum {
     STRANGER_SILENT = 1,  /* connects and says nothing */
     STRANGER_GARBAGE = 2, /* 100 bytes of noise */
-    STRANGER_IMPOSTOR = 4 /* a well-formed HELLO as rank 1, then a forged PROOF */
+    STRANGER_IMPOSTOR = 4, /* a well-formed HELLO as rank 1, then a forged PROOF */
+    STRANGER_FLOOD = 8,    /* FLOOD connections that say nothing */
+    FLOOD = 150,
 };
 
 /* One job: who runs, with what, and what each rank must see. */
@@ -306,13 +308,15 @@ static int release_strangers(const struct job *j, int port, int *fds)
         impersonate(fds[n], j);
         n++;
     }
+    for (int k = 0; (j->strangers & STRANGER_FLOOD) && k < FLOOD; k++)
+        fds[n++] = dial_loopback(j->host, port);
     return n;
 }
 
 static void run_job(const struct job *j)
 {
     pid_t pids[MAX_RANKS];
-    int stranger_fds[3];
+    int stranger_fds[3 + FLOOD];
     int port = free_port(j->host);
     alarm(TEST_ALARM_S);
     pids[0] = j->rank0_absent ? -1 : spawn_rank(j, 0, port);
@@ -427,6 +431,22 @@ static void test_strangers(void **state)
                     .token = "s3cret",
                     .timeout_s = 20,
                     .strangers = STRANGER_SILENT | STRANGER_GARBAGE | STRANGER_IMPOSTOR,
+                    .max_elapsed_s = 4.0};
+    run_job(&j);
+}
+
+/* 150 idle connections on the master port before the ranks dial (140
+ * kept a job from assembling within 25 s; 100 delayed it 5 s): the
+ * unproved ones are closed to let the next in once the pending slots are
+ * full, so the job assembles in about the time it takes to accept them. */
+static void test_stranger_flood(void **state)
+{
+    (void)state;
+    struct job j = {.host = "127.0.0.1",
+                    .size = 4,
+                    .token = "s3cret",
+                    .timeout_s = 20,
+                    .strangers = STRANGER_FLOOD | STRANGER_SILENT,
                     .max_elapsed_s = 4.0};
     run_job(&j);
 }
@@ -595,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_no_token_loopback),
         cmocka_unit_test(test_wrong_token),
         cmocka_unit_test(test_strangers),
+        cmocka_unit_test(test_stranger_flood),
         cmocka_unit_test(test_rank0_absent),
     };
     return cmocka_run_group_tests_name("bootstrap_auth", tests, NULL, NULL);

@@ -31,6 +31,7 @@
 #include <limits.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,13 @@
  * accepting (they wait in the backlog) so a flood of strangers cannot
  * exhaust memory or crowd out our own dials. */
 #define MAX_PENDING 64
+/* With MAX_PENDING taken, a connection that has not proved the token
+ * this long after we accepted it is closed to let the next one in: our
+ * own ranks finish a handshake in milliseconds (and a connector that is
+ * cut off dials again), while 140 idle strangers used to hold every slot
+ * for the whole HANDSHAKE_NS, batch after batch, until the job gave up
+ * assembling (issue 33). */
+#define EVICT_AFTER_NS (200 * TIDE_NS_PER_MS)
 
 enum phase {
     PH_FREE = 0, /* slot unused */
@@ -75,6 +83,7 @@ struct conn {
     int peer;             /* the rank at the other end; -1 until HELLO */
     uint32_t purpose;     /* TIDE_HS_MASTER or TIDE_HS_MESH */
     uint64_t deadline_ns; /* end of this handshake attempt; 0 = none */
+    uint64_t accepted_ns; /* acceptor: when we accepted it */
     uint64_t retry_ns;    /* PH_BACKOFF: when to dial again */
     uint64_t backoff_ns;  /* the delay after the next failure */
     struct tide__addr addr; /* where we dial, or where they came from */
@@ -456,8 +465,43 @@ static int step_connector(struct boot *b, struct conn *c, short revents)
 /* Acceptor side                                                       */
 /* ------------------------------------------------------------------ */
 
+/* The acceptor that has waited longest without proving the token, if it
+ * has waited EVICT_AFTER_NS (at *when: the time it will have, if none
+ * has yet); NULL if there is none. */
+static struct conn *oldest_unproved(struct boot *b, uint64_t now, uint64_t *when)
+{
+    struct conn *old = NULL;
+    for (int k = 0; k < b->nconns; k++) {
+        struct conn *c = &b->conns[k];
+        if (c->phase == PH_FREE || c->outgoing || c->authed)
+            continue;
+        if (!old || c->accepted_ns < old->accepted_ns)
+            old = c;
+    }
+    if (!old)
+        return NULL;
+    *when = old->accepted_ns + EVICT_AFTER_NS;
+    return *when <= now ? old : NULL;
+}
+
+static int pending_count(const struct boot *b)
+{
+    int pending = 0;
+    for (int k = 0; k < b->nconns; k++)
+        pending += !b->conns[k].outgoing && b->conns[k].phase != PH_FREE && !b->conns[k].authed;
+    return pending;
+}
+
 static void accept_pending(struct boot *b, uint64_t now)
 {
+    uint64_t when;
+    struct conn *old = pending_count(b) >= MAX_PENDING ? oldest_unproved(b, now, &when) : NULL;
+    if (old) {
+        tide__log(TIDE_LOG_DEBUG, b->rank, "closing %s, which has not proved the job token in "
+                  "%d ms, to take the next connection", old->who,
+                  (int)((now - old->accepted_ns) / TIDE_NS_PER_MS));
+        close_conn(old);
+    }
     for (;;) {
         struct conn *c = new_conn(b);
         if (!c)
@@ -473,6 +517,7 @@ static void accept_pending(struct boot *b, uint64_t now)
             return; /* the slot stays PH_FREE */
         }
         c->deadline_ns = min_u64(now + HANDSHAKE_NS, b->deadline_ns);
+        c->accepted_ns = now;
         set_io(c, c->hello, TIDE_HS_HELLO_SIZE, PH_RECV_HELLO);
         tide__addr_format(&c->addr, c->who, sizeof c->who);
         tide__log(TIDE_LOG_DEBUG, b->rank, "accepted a connection from %s", c->who);
@@ -628,7 +673,17 @@ static int build_pollset(struct boot *b, uint64_t now, int *timeout_ms)
         b->pfd[n] = (struct pollfd){.fd = c->fd, .events = ev};
         b->pfd_conn[n++] = k;
     }
-    if (b->listen_fd >= 0 && pending < MAX_PENDING && free_slots > 0) {
+    /* With MAX_PENDING taken, listen once the oldest unproved one may be
+     * closed for the next (accept_pending), and wake for that moment. */
+    uint64_t when = 0;
+    bool may_accept = false;
+    if (pending < MAX_PENDING)
+        may_accept = free_slots > 0;
+    else if (oldest_unproved(b, now, &when))
+        may_accept = true;
+    else if (when)
+        next = min_u64(next, when);
+    if (b->listen_fd >= 0 && may_accept) {
         b->pfd[n] = (struct pollfd){.fd = b->listen_fd, .events = POLLIN};
         b->pfd_conn[n++] = -1;
     }
