@@ -84,8 +84,13 @@ def _from_tensor(t, what, writable):
         raise invalid(f"{what}: a {t.device.type} tensor; tide works on CPU memory")
     if not t.is_contiguous():
         raise invalid(f"{what}: the tensor is not contiguous (call .contiguous())")
+    # The storage too, not only the tensor: t.set_() gives the tensor
+    # another one, and the memory tide writes into would be freed and
+    # handed to some other tensor while the operation runs (16,384
+    # unrelated elements were overwritten, or the process crashed).
+    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
     v = View()
-    v.addr, v.count, v.dtype, v.obj, v.pybuf = t.data_ptr(), t.numel(), dtype, t, None
+    v.addr, v.count, v.dtype, v.obj, v.pybuf = t.data_ptr(), t.numel(), dtype, (t, storage), None
     v.nbytes = v.count * ITEMSIZE[dtype]
     return v
 

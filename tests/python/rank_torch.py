@@ -142,6 +142,30 @@ def case_p2p_and_async(ctx):
     dist.barrier()
 
 
+def case_storage_replaced(ctx):
+    """A tensor given another storage (set_) while its receive is pending:
+    the receive lands in the storage it was posted with, which stays
+    alive, and nothing else is written (a canary of the same size, which
+    would take the freed memory, stays as it was)."""
+    r, n = ctx
+    if n < 2 or r > 1:
+        dist.barrier()
+        return
+    count = 16384
+    if r == 1:
+        time.sleep(0.3)  # rank 0 swaps the storage and allocates meanwhile
+        dist.send(torch.full((count,), 5.0), dst=0, tag=11)
+    else:
+        t = torch.empty(count)
+        w = dist.irecv(t, src=1, tag=11)
+        t.set_(torch.zeros(count))
+        canary = torch.full((count,), 7.0)
+        w.wait()
+        eq(t, torch.zeros(count), "the tensor's new storage")
+        eq(canary, torch.full((count,), 7.0), "memory the old storage gave back")
+    dist.barrier()
+
+
 def case_subgroups(ctx):
     r, n = ctx
     evens = dist.new_group([k for k in range(n) if k % 2 == 0])
