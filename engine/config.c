@@ -148,6 +148,26 @@ static int read_yield(tide_config *cfg)
     return TIDE_EINVAL;
 }
 
+/* TIDE_LOG_LEVEL: a number, 0-3, or its name, as other tools' users write
+ * it ("debug" was a fatal error). */
+static int read_log_level(tide_config *cfg)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    const char *s = getenv("TIDE_LOG_LEVEL");
+    if (!s || !*s)
+        return 0;
+    for (int level = 0; level < 4; level++) {
+        if (!strcasecmp(s, names[level]) || (s[0] == '0' + level && !s[1]) ||
+            (level == 1 && !strcasecmp(s, "warning"))) {
+            cfg->log_level = level;
+            return 0;
+        }
+    }
+    tide__log(TIDE_LOG_ERROR, -1, "TIDE_LOG_LEVEL=\"%s\": expected 0-3 or error, warn, info, "
+              "debug", s);
+    return TIDE_EINVAL;
+}
+
 static int read_reactor(tide_config *cfg)
 {
     static const struct {
@@ -195,7 +215,7 @@ int tide_config_from_env(tide_config *cfg)
     if (!rc)
         rc = read_reactor(cfg);
     if (!rc)
-        rc = env_int("TIDE_LOG_LEVEL", 0, 3, &cfg->log_level);
+        rc = read_log_level(cfg);
     if (!rc && (s = getenv("TIDE_TCP_CONGESTION")))
         rc = copy_string("TIDE_TCP_CONGESTION", strcasecmp(s, "auto") ? s : "",
                          cfg->tcp_congestion, sizeof cfg->tcp_congestion);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -313,6 +314,35 @@ static void config_reads_yield_when_idle(void **state)
     unsetenv("TIDE_YIELD_WHEN_IDLE");
 }
 
+/* TIDE_LOG_LEVEL by number or by name, in any case; anything else is an
+ * error that names what is expected. */
+static void config_reads_log_level_names(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value;
+        int want_rc, want;
+    } cases[] = {{"0", 0, 0},   {"3", 0, 3},       {"error", 0, 0}, {"WARN", 0, 1},
+                 {"warning", 0, 1}, {"Info", 0, 2}, {"debug", 0, 3}, {"4", TIDE_EINVAL, 0},
+                 {"loud", TIDE_EINVAL, 0}, {"23", TIDE_EINVAL, 0}, {"-1", TIDE_EINVAL, 0}};
+    const char *was = getenv("TIDE_LOG_LEVEL");
+    char saved[16] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tide_config cfg;
+        setenv("TIDE_LOG_LEVEL", cases[i].value, 1);
+        tide_config_default(&cfg);
+        assert_int_equal(tide_config_from_env(&cfg), cases[i].want_rc);
+        if (!cases[i].want_rc)
+            assert_int_equal(cfg.log_level, cases[i].want);
+    }
+    if (was)
+        setenv("TIDE_LOG_LEVEL", saved, 1);
+    else
+        unsetenv("TIDE_LOG_LEVEL");
+}
+
 /* A world past 2^20 ranks is refused at once: WORLD_SIZE=INT_MAX had
  * tide_init touch gigabytes (and overflow) before failing. */
 static void init_refuses_a_huge_world(void **state)
@@ -470,6 +500,7 @@ int main(void)
         cmocka_unit_test(config_reads_yield_when_idle),
         cmocka_unit_test(config_reads_tcp_congestion),
         cmocka_unit_test(init_refuses_a_huge_world),
+        cmocka_unit_test(config_reads_log_level_names),
         cmocka_unit_test(config_reads_reactor),
         cmocka_unit_test(config_reads_transport),
         cmocka_unit_test(seqmap_finds_every_node_through_growth),

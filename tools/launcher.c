@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -638,12 +639,14 @@ static void drain_all_now(struct launcher *l)
 
 /* ------------------------------------------------------------------ spawn */
 
-/* At info level (TIDE_LOG_LEVEL >= 2, as libtide's): where ranks and
- * their progress threads go, or why they are not bound. */
+/* At info level (TIDE_LOG_LEVEL 2 or 3, info or debug, as libtide's):
+ * where ranks and their progress threads go, or why they are not bound. */
 static void say_binding(const struct bind_plan *plan)
 {
     const char *level = getenv("TIDE_LOG_LEVEL");
-    if (!level || atoi(level) < 2 || !plan->summary[0])
+    bool info = level && (atoi(level) >= 2 || !strcasecmp(level, "info") ||
+                          !strcasecmp(level, "debug"));
+    if (!info || !plan->summary[0])
         return;
     fprintf(stderr, "tide-run: %s\n", plan->summary);
 }
