@@ -75,7 +75,13 @@ static const struct launcher_vars conventions[] = {
     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE"},
     {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+    /* MPICH's and Intel MPI's Hydra (mpiexec) */
+    {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
 };
+
+/* Launchers that say a rank but not the world's size in the environment:
+ * a process that found only these would have run alone, silently. */
+static const char *const rank_only[] = {"PMIX_RANK", "PALS_RANKID"};
 
 /* Read one optional integer variable into *out. */
 static int env_int(const char *name, long lo, long hi, int *out)
@@ -86,7 +92,27 @@ static int env_int(const char *name, long lo, long hi, int *out)
     return parse_int(name, s, lo, hi, out);
 }
 
+static int read_convention(tide_config *cfg);
+
 static int read_ranks(tide_config *cfg)
+{
+    int rc = read_convention(cfg);
+    if (rc <= 0)
+        return rc;
+    for (size_t i = 0; i < sizeof rank_only / sizeof rank_only[0]; i++) {
+        if (getenv(rank_only[i])) {
+            tide__log(TIDE_LOG_ERROR, -1, "%s is set but no world size is: run under a "
+                      "launcher tide reads (tide-run, torchrun, mpirun, srun, mpiexec) or set "
+                      "RANK and WORLD_SIZE", rank_only[i]);
+            return TIDE_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* The first launcher convention whose rank variable is set: 0, or
+ * TIDE_EINVAL (said); 1 when none is. */
+static int read_convention(tide_config *cfg)
 {
     for (size_t i = 0; i < sizeof conventions / sizeof conventions[0]; i++) {
         const struct launcher_vars *v = &conventions[i];
@@ -110,7 +136,7 @@ static int read_ranks(tide_config *cfg)
         }
         return 0;
     }
-    return 0;
+    return 1;
 }
 
 static int read_progress(tide_config *cfg)

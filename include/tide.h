@@ -158,9 +158,11 @@ TIDE_API void tide_config_default(tide_config *cfg);
 /*
  * Fill cfg from the environment, on top of what it holds.  Understands
  * torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), Open MPI
- * (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE) and Slurm
- * (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), in that order of
- * preference, plus MASTER_ADDR, MASTER_PORT, TIDE_JOB_TOKEN, TIDE_TIMEOUT,
+ * (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE), Slurm
+ * (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) and MPICH's or Intel MPI's
+ * mpiexec (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS), in that
+ * order of preference (a PMIX_RANK with none of them, which says no world
+ * size, is TIDE_EINVAL rather than a job of one), plus MASTER_ADDR, MASTER_PORT, TIDE_JOB_TOKEN, TIDE_TIMEOUT,
  * TIDE_BOOTSTRAP_TIMEOUT, TIDE_PROGRESS, TIDE_SPIN_US, TIDE_YIELD_WHEN_IDLE
  * (auto, 0 or 1), TIDE_TCP_CONGESTION (auto, system or an algorithm's
  * name), TIDE_REACTOR (auto, io_uring or epoll), TIDE_TRANSPORT (auto or

@@ -243,11 +243,15 @@ static void config_reads_each_launcher(void **state)
         {"RANK", "WORLD_SIZE", "3", "8", 3, 8, 0},
         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "1", "2", 1, 2, 0},
         {"SLURM_PROCID", "SLURM_NTASKS", "5", "6", 5, 6, 0},
+        {"PMI_RANK", "PMI_SIZE", "2", "4", 2, 4, 0}, /* MPICH, Intel MPI */
+        /* a rank and no size: refused, not a silent job of one */
+        {"PMIX_RANK", "UNRELATED_SIZE", "1", "4", 0, 1, TIDE_EINVAL},
         {"RANK", "WORLD_SIZE", "8", "8", 0, 1, TIDE_EINVAL},
         {"RANK", "WORLD_SIZE", "x", "8", 0, 1, TIDE_EINVAL},
     };
-    const char *all[] = {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                         "SLURM_PROCID", "SLURM_NTASKS"};
+    const char *all[] = {"RANK",         "WORLD_SIZE",   "OMPI_COMM_WORLD_RANK",
+                         "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
+                         "PMI_RANK",     "PMI_SIZE",     "PMIX_RANK", "UNRELATED_SIZE"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         for (size_t v = 0; v < sizeof all / sizeof all[0]; v++)
             unsetenv(all[v]);
