@@ -37,6 +37,7 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 /* What the decision looks at (pure: tests pass made-up machines). */
 struct tide__placement_in {
@@ -51,6 +52,8 @@ struct tide__placement {
     cpu_set_t progress; /* the progress thread's CPUs; empty: left to the scheduler */
     cpu_set_t caller;   /* the calling thread's new mask; empty: unchanged */
     bool own;           /* the progress CPUs are not the caller's: it may spin there */
+    pid_t caller_tid;   /* the thread moved off them, and its mask before (given */
+    cpu_set_t caller_was; /* back at tide_finalize; progress.c) */
     char why[320];      /* one line, said at info level */
 };
 

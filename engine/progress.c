@@ -434,9 +434,6 @@ static void lookout_update(struct lookout *l, uint64_t wait_end_ns)
         l->every_ns = LOOK_MAX_NS;
 }
 
-/* Callers drive while they wait, and for GRACE_NS after: stay out of
- * their way.  Sleeps and returns true, or returns false when the progress
- * thread should drive. */
 /* On a CPU of our own: wait for the callers to leave by looking, up to
  * OWN_SPIN_NS, so that one leaving with work pending needs no wake-up.
  * Returns whether they left. */
@@ -448,6 +445,9 @@ static bool outwait_callers(struct tide__ctx *ctx)
     return atomic_load(&ctx->waiters) == 0;
 }
 
+/* Callers drive while they wait, and for GRACE_NS after: stay out of
+ * their way.  Sleeps and returns true, or returns false when the progress
+ * thread should drive. */
 static bool leave_to_callers(struct tide__ctx *ctx, struct lookout *look)
 {
     uint32_t w = atomic_load(&ctx->waiters);
@@ -556,6 +556,8 @@ static void place_threads(struct tide__ctx *ctx)
         CPU_ZERO(&p->caller);
         p->own = false;
     }
+    p->caller_tid = gettid();
+    p->caller_was = in.mask;
     if (CPU_COUNT(&p->caller) && sched_setaffinity(0, sizeof p->caller, &p->caller) != 0) {
         tide__log(TIDE_LOG_INFO, ctx->rank, "progress thread not placed: cannot move the "
                   "caller's thread off its CPUs: %s", strerror(errno));
@@ -565,6 +567,21 @@ static void place_threads(struct tide__ctx *ctx)
         return;
     }
     tide__log(TIDE_LOG_INFO, ctx->rank, "%s", p->why);
+}
+
+/* tide_finalize: the thread that called tide_init gets its CPUs back, if
+ * it is the one finalizing and still has the mask we gave it (a program
+ * that computes on after tide should not stay off the progress CPUs). */
+static void give_back_cpus(struct tide__ctx *ctx)
+{
+    struct tide__placement *p = &ctx->place;
+    cpu_set_t now;
+    if (!CPU_COUNT(&p->caller) || gettid() != p->caller_tid ||
+        sched_getaffinity(0, sizeof now, &now) != 0 || !CPU_EQUAL(&now, &p->caller))
+        return;
+    if (sched_setaffinity(0, sizeof p->caller_was, &p->caller_was) != 0)
+        tide__log(TIDE_LOG_INFO, ctx->rank, "cannot give the caller's thread its CPUs back: %s",
+                  strerror(errno));
 }
 
 int tide__progress_start(struct tide__ctx *ctx)
@@ -643,6 +660,7 @@ void tide__progress_stop(struct tide__ctx *ctx)
     tide__progress_command_sync(ctx, TIDE_CMD_STOP);
     pthread_join(ctx->thread, NULL);
     ctx->thread_started = false;
+    give_back_cpus(ctx);
 }
 
 static uint64_t real_now(const struct tide__ctx *ctx)
