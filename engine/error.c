@@ -5,6 +5,14 @@
 
 #include <errno.h>
 
+#define STR(x) #x
+#define VERSION_OF(a, b, c) STR(a) "." STR(b) "." STR(c)
+
+const char *tide_version(void)
+{
+    return VERSION_OF(TIDE_VERSION_MAJOR, TIDE_VERSION_MINOR, TIDE_VERSION_PATCH);
+}
+
 const char *tide_strerror(int err)
 {
     if (err == 0)

@@ -82,6 +82,10 @@ typedef enum tide_errno {
 /* A static, human-readable message for an error code (never NULL). */
 TIDE_API const char *tide_strerror(int err);
 
+/* The library's version, "MAJOR.MINOR.PATCH" (static; TIDE_VERSION_* are
+ * the header's, which a program compiled against). */
+TIDE_API const char *tide_version(void);
+
 /* The symbolic name of an error code, e.g. "TIDE_EPEER" (never NULL). */
 TIDE_API const char *tide_err_name(int err);
 

@@ -10,6 +10,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "tide.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -322,11 +324,42 @@ static void bad_arguments_exit_2(void **state)
     }
 }
 
+/* Every installed tool says its name and tide's version with --version,
+ * on stdout, exit 0 (issue 34: none had it; tide-sim called it a bad
+ * value, tide-doctor's --help went to stderr with status 2). */
+static void every_tool_says_its_version(void **state)
+{
+    (void)state;
+    static const char *const tools[] = {"tide-run", "tide-perf", "tide-overlap", "tide-sim",
+                                        "tide-doctor", "tide-fsdp-train"};
+    char want[64];
+    snprintf(want, sizeof want, "%s", tide_version());
+    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
+        char bin[PATH_MAX], cmd[PATH_MAX + 64], line[256] = "";
+        tool_path(tools[i], bin, sizeof bin);
+        snprintf(cmd, sizeof cmd, "%s --version 2>/dev/null", bin);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        if (!fgets(line, sizeof line, p))
+            line[0] = '\0';
+        int status = pclose(p);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !strstr(line, tools[i]) ||
+            !strstr(line, want))
+            fail_msg("%s --version: status %#x, said '%s'", tools[i], status, line);
+    }
+    char bin[PATH_MAX], cmd[PATH_MAX + 64];
+    tool_path("tide-doctor", bin, sizeof bin);
+    snprintf(cmd, sizeof cmd, "%s --help >/dev/null 2>&1", bin);
+    int status = system(cmd);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void)
 {
     /* Fail a stuck call long before the test's own timeout. */
     setenv("TIDE_TIMEOUT", "60", 1);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_tool_says_its_version),
         cmocka_unit_test(perf_checks_every_collective),
         cmocka_unit_test(perf_forces_an_algorithm),
         cmocka_unit_test(overlap_runs_both_compute_models),

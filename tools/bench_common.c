@@ -246,7 +246,7 @@ static int parse_options(int argc, char **argv, enum bench_tool tool, const char
         {"algo", required_argument, NULL, 'a'},     {"check", required_argument, NULL, 'c'},
         {"tests", required_argument, NULL, 't'},    {"compute", required_argument, NULL, 'C'},
         {"json", required_argument, NULL, 'j'},     {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"version", no_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
     };
     *o = (struct bench_opts){.min_bytes = 8, .max_bytes = 64u << 20, .step_bytes = 1u << 20,
                              .step_factor = 2.0, .iters = 20, .warmup = 5,
@@ -257,6 +257,12 @@ static int parse_options(int argc, char **argv, enum bench_tool tool, const char
         if (c == 'h') {
             if (print_help)
                 printf("%s%s", usage, shared_help);
+            return 0;
+        }
+        if (c == 'V') {
+            const char *name = strrchr(argv[0], '/');
+            if (print_help)
+                printf("%s %s\n", name ? name + 1 : argv[0], tide_version());
             return 0;
         }
         if (c == '?')

@@ -8,6 +8,7 @@
  * number, which ranks left no dump, and what the first errors were.
  * Exit status: 0 when nothing looks wrong, 1 when something does, 2 when
  * the dumps cannot be read. */
+#include "tide.h"
 #include "tools/doctor_dump.h"
 
 #include <dirent.h>
@@ -347,13 +348,25 @@ static void analyse_all(struct job *j)
     }
 }
 
+static const char usage[] =
+    "usage: tide-doctor DIR\n"
+    "Reads the flight-recorder dumps (TIDE_DUMP_DIR) of a job's ranks and\n"
+    "says who is behind and where.  Exit 0: nothing wrong found; 1: see\n"
+    "the report; 2: no dump could be read.\n";
+
 int main(int argc, char **argv)
 {
-    if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        fprintf(stderr, "usage: tide-doctor DIR\n"
-                        "Reads the flight-recorder dumps (TIDE_DUMP_DIR) of a job's ranks and\n"
-                        "says who is behind and where.  Exit 0: nothing wrong found; 1: see\n"
-                        "the report; 2: no dump could be read.\n");
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        fputs(usage, stdout); /* asked for: not an error */
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "--version")) { /* no libtide here: the header's */
+        printf("tide-doctor %d.%d.%d\n", TIDE_VERSION_MAJOR, TIDE_VERSION_MINOR,
+               TIDE_VERSION_PATCH);
+        return 0;
+    }
+    if (argc != 2) {
+        fputs(usage, stderr);
         return 2;
     }
     struct job j = {0};

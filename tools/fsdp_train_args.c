@@ -150,8 +150,12 @@ int train_parse_args(int argc, char **argv, struct opts *o, int world)
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i], *v;
         int rc = 1;
-        if (strcmp(opt, "--help") == 0) {
+        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
             fputs(usage, stdout);
+            return 1;
+        }
+        if (strcmp(opt, "--version") == 0) {
+            printf("tide-fsdp-train %s\n", tide_version());
             return 1;
         }
         if (strcmp(opt, "--check") == 0)

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "bind.h"
+#include "tide.h"
 
 enum {
     MAX_RANKS = 1024,
@@ -77,7 +78,7 @@ struct options {
     char **program;   /* argv after "--", NULL-terminated */
 };
 
-enum parse_result { PARSE_RUN, PARSE_HELP, PARSE_ERROR };
+enum parse_result { PARSE_RUN, PARSE_HELP, PARSE_VERSION, PARSE_ERROR };
 
 static const char help_text[] =
     "Usage: tide-run -n N [options] -- PROGRAM [ARGS...]\n"
@@ -296,6 +297,8 @@ static enum parse_result parse_args(int argc, char **argv, struct options *opt)
         }
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0)
             return PARSE_HELP;
+        if (strcmp(arg, "--version") == 0)
+            return PARSE_VERSION;
         if (strcmp(arg, "--no-prefix") == 0) {
             opt->no_prefix = true;
             continue;
@@ -1031,6 +1034,9 @@ int main(int argc, char **argv)
     switch (parse_args(argc, argv, &l.opt)) {
     case PARSE_HELP:
         fputs(help_text, stdout);
+        return 0;
+    case PARSE_VERSION: /* the launcher links no libtide: the header's */
+        printf("tide-run %d.%d.%d\n", TIDE_VERSION_MAJOR, TIDE_VERSION_MINOR, TIDE_VERSION_PATCH);
         return 0;
     case PARSE_ERROR:
         return EXIT_USAGE;

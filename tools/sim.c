@@ -374,6 +374,10 @@ static int take(struct sim_opts *so, int argc, char **argv, int *i)
         fputs(usage, stdout);
         exit(0);
     }
+    if (!strcmp(o, "--version")) {
+        printf("tide-sim %s\n", tide_version());
+        exit(0);
+    }
     if (!v)
         return bad(o, v);
     ++*i;

@@ -38,6 +38,8 @@ __all__ = ["init", "finalize", "world", "config", "Comm", "Request",
 
 _FINALIZE_DRAIN_S = 30.0  # how long finalize waits for dropped requests' buffers
 
+__version__ = _lib.version().decode()  # the library's: tide_version()
+
 _lock = threading.Lock()
 _world = None
 _atexit_registered = False

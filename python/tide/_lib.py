@@ -92,6 +92,7 @@ PP = POINTER(c_void_p)  # tide_comm **, tide_req **, tide_cq **
 SZ = c_size_t
 
 strerror = _declare("tide_strerror", c_char_p, c_int)
+version = _declare("tide_version", c_char_p)
 err_name = _declare("tide_err_name", c_char_p, c_int)
 config_default = _declare("tide_config_default", None, POINTER(Config))
 config_from_env = _declare("tide_config_from_env", c_int, POINTER(Config))

@@ -24,6 +24,11 @@ def test_config_mirrors_the_c_layout():
     assert ctypes.sizeof(_lib.Config) == layout["size"]
 
 
+def test_version_is_the_librarys():
+    assert tide.__version__ == _lib.version().decode()
+    assert len(tide.__version__.split(".")) == 3, tide.__version__
+
+
 def test_errors_carry_name_message_and_builtin():
     e = tide.errors.error(-3, "rank 1: allreduce (seq 4): did not complete")
     assert isinstance(e, tide.DeadlineExceeded) and isinstance(e, TimeoutError)
