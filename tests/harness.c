@@ -72,6 +72,15 @@ void harness_config(tide_config *cfg, int rank, int n, int port, const char *tok
         cfg->reactor = TIDE_REACTOR_EPOLL;
     else if (reactor && !strcmp(reactor, "io_uring"))
         cfg->reactor = TIDE_REACTOR_IO_URING;
+    /* And where the progress thread runs, to run a suite with progress
+     * threads on CPUs of their own (progress.c's own-CPU paths) by hand:
+     * on this 2-core machine TIDE_PROGRESS_CPUS=1 puts every rank's
+     * progress thread on CPU 1 and every caller on CPU 0, where the
+     * collective, failure and thread-exit suites pass and the timing
+     * test of test_p2p_tcp cannot (two callers share one CPU). */
+    const char *cpus = getenv("TIDE_PROGRESS_CPUS");
+    if (cpus)
+        snprintf(cfg->progress_cpus, sizeof cfg->progress_cpus, "%s", cpus);
     const char *transport = getenv("TIDE_TRANSPORT");
     if (transport) /* as tide_config_from_env reads it: "auto" is "" */
         snprintf(cfg->transport, sizeof cfg->transport, "%s",
