@@ -43,9 +43,10 @@ void shm_peer_lost(struct shm_peer *c, const char *fmt, ...)
     if (c->out)
         atomic_store(&c->out->writer_gone, 1);
     /* A peer that leaves while we expect nothing from it has most likely
-     * just finished; only a loss that fails work deserves a warning. */
+     * just finished (every normal finalize ends so): said at debug level
+     * only; a loss that fails work deserves a warning. */
     bool pending = c->sq.head || c->rx.mq.posted.head || c->rx.in_frame;
-    int level = c->tp->aborting ? TIDE_LOG_DEBUG : pending ? TIDE_LOG_WARN : TIDE_LOG_INFO;
+    int level = pending && !c->tp->aborting ? TIDE_LOG_WARN : TIDE_LOG_DEBUG;
     tide__log(level, c->tp->rank, "lost rank %d: %s", c->peer, c->lost);
     shutdown(c->fd, SHUT_RDWR); /* our doorbell receive comes back at once */
     shm_send_fail_all(c);

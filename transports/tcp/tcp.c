@@ -33,9 +33,10 @@ void tcp_conn_lost(struct tcp_conn *c, const char *fmt, ...)
     va_end(ap);
     c->lost = c->lost_buf;
     /* A peer that closes while we expect nothing from it has most likely
-     * just finished; only a loss that fails work deserves a warning. */
+     * just finished (every normal finalize ends so): said at debug level
+     * only; a loss that fails work deserves a warning. */
     bool pending = c->sq.head || c->ntx || c->rx.mq.posted.head || c->rx.in_frame;
-    int level = c->tp->aborting ? TIDE_LOG_DEBUG : pending ? TIDE_LOG_WARN : TIDE_LOG_INFO;
+    int level = pending && !c->tp->aborting ? TIDE_LOG_WARN : TIDE_LOG_DEBUG;
     tide__log(level, c->tp->rank, "lost rank %d: %s", c->peer, c->lost);
     /* Makes the kernel finish our pending send and receive at once. */
     if (c->fd >= 0)
