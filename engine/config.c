@@ -4,6 +4,7 @@
 #include "engine/log.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,24 @@ static int read_yield(tide_config *cfg)
     return TIDE_EINVAL;
 }
 
+/* Our rendezvous port: TIDE_MASTER_PORT, else MASTER_PORT - except under
+ * torchrun, whose agent's TCPStore already listens on MASTER_PORT (plain
+ * tide.init() there failed with "Address already in use"): then the
+ * port after it.  (tide.torch goes through that store instead.) */
+static int read_master_port(tide_config *cfg)
+{
+    if (getenv("TIDE_MASTER_PORT") && *getenv("TIDE_MASTER_PORT"))
+        return env_int("TIDE_MASTER_PORT", 1, 65535, &cfg->master_port);
+    const char *s = getenv("MASTER_PORT");
+    if (!s || !*s)
+        return 0;
+    bool torchrun = getenv("TORCHELASTIC_RUN_ID") != NULL;
+    int rc = env_int("MASTER_PORT", 1, torchrun ? 65534 : 65535, &cfg->master_port);
+    if (!rc && torchrun)
+        cfg->master_port++;
+    return rc;
+}
+
 /* TIDE_LOG_LEVEL: a number, 0-3, or its name, as other tools' users write
  * it ("debug" was a fatal error). */
 static int read_log_level(tide_config *cfg)
@@ -225,7 +244,7 @@ int tide_config_from_env(tide_config *cfg)
     if (!rc && (s = getenv("MASTER_ADDR")) && *s)
         rc = copy_string("MASTER_ADDR", s, cfg->master_addr, sizeof cfg->master_addr);
     if (!rc)
-        rc = env_int("MASTER_PORT", 1, 65535, &cfg->master_port);
+        rc = read_master_port(cfg);
     if (!rc && (s = getenv("TIDE_JOB_TOKEN")))
         rc = copy_string("TIDE_JOB_TOKEN", s, cfg->job_token, sizeof cfg->job_token);
     if (!rc && (s = getenv("TIDE_TIMEOUT")) && *s)

@@ -166,7 +166,9 @@ TIDE_API void tide_config_default(tide_config *cfg);
  * (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) and MPICH's or Intel MPI's
  * mpiexec (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS), in that
  * order of preference (a PMIX_RANK with none of them, which says no world
- * size, is TIDE_EINVAL rather than a job of one), plus MASTER_ADDR, MASTER_PORT, TIDE_JOB_TOKEN, TIDE_TIMEOUT,
+ * size, is TIDE_EINVAL rather than a job of one), plus MASTER_ADDR,
+ * MASTER_PORT (the one after it under torchrun, whose store listens
+ * there; TIDE_MASTER_PORT over both), TIDE_JOB_TOKEN, TIDE_TIMEOUT,
  * TIDE_BOOTSTRAP_TIMEOUT, TIDE_PROGRESS, TIDE_SPIN_US, TIDE_YIELD_WHEN_IDLE
  * (auto, 0 or 1), TIDE_TCP_CONGESTION (auto, system or an algorithm's
  * name), TIDE_REACTOR (auto, io_uring or epoll), TIDE_TRANSPORT (auto or

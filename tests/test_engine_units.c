@@ -318,6 +318,32 @@ static void config_reads_yield_when_idle(void **state)
     unsetenv("TIDE_YIELD_WHEN_IDLE");
 }
 
+/* The rendezvous port: MASTER_PORT; under torchrun (whose store holds
+ * MASTER_PORT) the next one; TIDE_MASTER_PORT over both. */
+static void config_reads_master_port(void **state)
+{
+    (void)state;
+    tide_config cfg;
+    setenv("MASTER_PORT", "29500", 1);
+    tide_config_default(&cfg);
+    assert_int_equal(tide_config_from_env(&cfg), 0);
+    assert_int_equal(cfg.master_port, 29500);
+    setenv("TORCHELASTIC_RUN_ID", "job", 1);
+    tide_config_default(&cfg);
+    assert_int_equal(tide_config_from_env(&cfg), 0);
+    assert_int_equal(cfg.master_port, 29501);
+    setenv("TIDE_MASTER_PORT", "4100", 1);
+    tide_config_default(&cfg);
+    assert_int_equal(tide_config_from_env(&cfg), 0);
+    assert_int_equal(cfg.master_port, 4100);
+    setenv("TIDE_MASTER_PORT", "70000", 1);
+    tide_config_default(&cfg);
+    assert_int_equal(tide_config_from_env(&cfg), TIDE_EINVAL);
+    unsetenv("TIDE_MASTER_PORT");
+    unsetenv("TORCHELASTIC_RUN_ID");
+    unsetenv("MASTER_PORT");
+}
+
 /* TIDE_LOG_LEVEL by number or by name, in any case; anything else is an
  * error that names what is expected. */
 static void config_reads_log_level_names(void **state)
@@ -505,6 +531,7 @@ int main(void)
         cmocka_unit_test(config_reads_tcp_congestion),
         cmocka_unit_test(init_refuses_a_huge_world),
         cmocka_unit_test(config_reads_log_level_names),
+        cmocka_unit_test(config_reads_master_port),
         cmocka_unit_test(config_reads_reactor),
         cmocka_unit_test(config_reads_transport),
         cmocka_unit_test(seqmap_finds_every_node_through_growth),
