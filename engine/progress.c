@@ -594,6 +594,7 @@ int tide__progress_start(struct tide__ctx *ctx)
     if (rc) {
         snprintf(ctx->init_err, sizeof ctx->init_err, "cannot start the progress thread: %s",
                  strerror(rc));
+        give_back_cpus(ctx); /* tide_init fails: the caller keeps what it had */
         return TIDE_ENOMEM;
     }
     ctx->thread_started = true;
@@ -602,6 +603,7 @@ int tide__progress_start(struct tide__ctx *ctx)
     if (ctx->init_rc) {
         pthread_join(ctx->thread, NULL);
         ctx->thread_started = false;
+        give_back_cpus(ctx);
     }
     return ctx->init_rc;
 }
