@@ -4,8 +4,8 @@
 #include "engine/log.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -140,21 +140,39 @@ static int read_convention(tide_config *cfg)
     return 1;
 }
 
-static int read_progress(tide_config *cfg)
+/* A variable whose value is one of a few names (any case). */
+struct env_name {
+    const char *name;
+    int value;
+};
+
+/* VAR's value looked up in names[n] into *out (untouched when VAR is
+ * unset or empty).  0, or TIDE_EINVAL with what is expected. */
+static int env_named(const char *var, const struct env_name *names, size_t n,
+                     const char *expected, int *out)
 {
-    const char *s = getenv("TIDE_PROGRESS");
+    const char *s = getenv(var);
     if (!s || !*s)
         return 0;
-    if (!strcasecmp(s, "thread")) {
-        cfg->progress = TIDE_PROGRESS_THREAD;
-        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!strcasecmp(s, names[i].name)) {
+            *out = names[i].value;
+            return 0;
+        }
     }
-    if (!strcasecmp(s, "inline")) {
-        cfg->progress = TIDE_PROGRESS_INLINE;
-        return 0;
-    }
-    tide__log(TIDE_LOG_ERROR, -1, "TIDE_PROGRESS=\"%s\": expected \"thread\" or \"inline\"", s);
+    tide__log(TIDE_LOG_ERROR, -1, "%s=\"%s\": expected %s", var, s, expected);
     return TIDE_EINVAL;
+}
+
+static int read_progress(tide_config *cfg)
+{
+    static const struct env_name names[] = {{"thread", TIDE_PROGRESS_THREAD},
+                                            {"inline", TIDE_PROGRESS_INLINE}};
+    int mode = cfg->progress;
+    int rc = env_named("TIDE_PROGRESS", names, sizeof names / sizeof names[0],
+                       "\"thread\" or \"inline\"", &mode);
+    cfg->progress = (tide_progress_mode)mode;
+    return rc;
 }
 
 static int read_yield(tide_config *cfg)
@@ -181,7 +199,8 @@ static int read_yield(tide_config *cfg)
  * port after it.  (tide.torch goes through that store instead.) */
 static int read_master_port(tide_config *cfg)
 {
-    if (getenv("TIDE_MASTER_PORT") && *getenv("TIDE_MASTER_PORT"))
+    const char *ours = getenv("TIDE_MASTER_PORT");
+    if (ours && *ours)
         return env_int("TIDE_MASTER_PORT", 1, 65535, &cfg->master_port);
     const char *s = getenv("MASTER_PORT");
     if (!s || !*s)
@@ -197,42 +216,23 @@ static int read_master_port(tide_config *cfg)
  * it ("debug" was a fatal error). */
 static int read_log_level(tide_config *cfg)
 {
-    static const char *const names[] = {"error", "warn", "info", "debug"};
-    const char *s = getenv("TIDE_LOG_LEVEL");
-    if (!s || !*s)
-        return 0;
-    for (int level = 0; level < 4; level++) {
-        if (!strcasecmp(s, names[level]) || (s[0] == '0' + level && !s[1]) ||
-            (level == 1 && !strcasecmp(s, "warning"))) {
-            cfg->log_level = level;
-            return 0;
-        }
-    }
-    tide__log(TIDE_LOG_ERROR, -1, "TIDE_LOG_LEVEL=\"%s\": expected 0-3 or error, warn, info, "
-              "debug", s);
-    return TIDE_EINVAL;
+    static const struct env_name names[] = {{"0", 0},    {"1", 1},       {"2", 2},
+                                            {"3", 3},    {"error", 0},   {"warn", 1},
+                                            {"warning", 1}, {"info", 2}, {"debug", 3}};
+    return env_named("TIDE_LOG_LEVEL", names, sizeof names / sizeof names[0],
+                     "0-3 or error, warn, info, debug", &cfg->log_level);
 }
 
 static int read_reactor(tide_config *cfg)
 {
-    static const struct {
-        const char *name;
-        tide_reactor_kind kind;
-    } names[] = {{"auto", TIDE_REACTOR_AUTO},
-                 {"io_uring", TIDE_REACTOR_IO_URING},
-                 {"epoll", TIDE_REACTOR_EPOLL}};
-    const char *s = getenv("TIDE_REACTOR");
-    if (!s || !*s)
-        return 0;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (!strcasecmp(s, names[i].name)) {
-            cfg->reactor = names[i].kind;
-            return 0;
-        }
-    }
-    tide__log(TIDE_LOG_ERROR, -1, "TIDE_REACTOR=\"%s\": expected \"auto\", \"io_uring\" or \"epoll\"",
-              s);
-    return TIDE_EINVAL;
+    static const struct env_name names[] = {{"auto", TIDE_REACTOR_AUTO},
+                                            {"io_uring", TIDE_REACTOR_IO_URING},
+                                            {"epoll", TIDE_REACTOR_EPOLL}};
+    int kind = cfg->reactor;
+    int rc = env_named("TIDE_REACTOR", names, sizeof names / sizeof names[0],
+                       "\"auto\", \"io_uring\" or \"epoll\"", &kind);
+    cfg->reactor = (tide_reactor_kind)kind;
+    return rc;
 }
 
 int tide_config_from_env(tide_config *cfg)

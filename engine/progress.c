@@ -550,17 +550,15 @@ static void place_threads(struct tide__ctx *ctx)
                                     .local_rank = ctx->cfg.local_rank};
     struct tide__placement *p = &ctx->place;
     tide__placement_probe(&in);
-    if (tide__placement_decide(&in, p) != 0) {
-        /* tide_init checked the setting; keep going unplaced regardless. */
-        CPU_ZERO(&p->progress);
-        CPU_ZERO(&p->caller);
-        p->own = false;
-    }
+    bool ok = tide__placement_decide(&in, p) == 0; /* tide_init checked the setting */
     p->caller_tid = gettid();
     p->caller_was = in.mask;
-    if (CPU_COUNT(&p->caller) && sched_setaffinity(0, sizeof p->caller, &p->caller) != 0) {
+    if (ok && CPU_COUNT(&p->caller) && sched_setaffinity(0, sizeof p->caller, &p->caller) != 0) {
         tide__log(TIDE_LOG_INFO, ctx->rank, "progress thread not placed: cannot move the "
                   "caller's thread off its CPUs: %s", strerror(errno));
+        ok = false;
+    }
+    if (!ok) { /* unplaced: the thread shares the caller's CPUs */
         CPU_ZERO(&p->progress);
         CPU_ZERO(&p->caller);
         p->own = false;

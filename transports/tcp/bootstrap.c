@@ -465,6 +465,13 @@ static int step_connector(struct boot *b, struct conn *c, short revents)
 /* Acceptor side                                                       */
 /* ------------------------------------------------------------------ */
 
+/* A connection someone dialed to us that has not proved the token yet:
+ * one of the MAX_PENDING. */
+static bool unproved(const struct conn *c)
+{
+    return c->phase != PH_FREE && !c->outgoing && !c->authed;
+}
+
 /* The acceptor that has waited longest without proving the token, if it
  * has waited EVICT_AFTER_NS (at *when: the time it will have, if none
  * has yet); NULL if there is none. */
@@ -473,7 +480,7 @@ static struct conn *oldest_unproved(struct boot *b, uint64_t now, uint64_t *when
     struct conn *old = NULL;
     for (int k = 0; k < b->nconns; k++) {
         struct conn *c = &b->conns[k];
-        if (c->phase == PH_FREE || c->outgoing || c->authed)
+        if (!unproved(c))
             continue;
         if (!old || c->accepted_ns < old->accepted_ns)
             old = c;
@@ -488,7 +495,7 @@ static int pending_count(const struct boot *b)
 {
     int pending = 0;
     for (int k = 0; k < b->nconns; k++)
-        pending += !b->conns[k].outgoing && b->conns[k].phase != PH_FREE && !b->conns[k].authed;
+        pending += unproved(&b->conns[k]);
     return pending;
 }
 
@@ -662,7 +669,7 @@ static int build_pollset(struct boot *b, uint64_t now, int *timeout_ms)
     for (int k = 0; k < b->nconns; k++) {
         const struct conn *c = &b->conns[k];
         free_slots += c->phase == PH_FREE;
-        pending += !c->outgoing && c->phase != PH_FREE && !c->authed;
+        pending += unproved(c);
         if (c->phase == PH_BACKOFF)
             next = min_u64(next, c->retry_ns);
         if (c->deadline_ns)
