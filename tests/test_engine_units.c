@@ -323,24 +323,27 @@ static void config_reads_yield_when_idle(void **state)
 static void config_reads_master_port(void **state)
 {
     (void)state;
-    tide_config cfg;
+    static const struct {
+        const char *torchrun, *ours; /* TORCHELASTIC_RUN_ID, TIDE_MASTER_PORT; NULL: unset */
+        int want_rc, want;
+    } cases[] = {{NULL, NULL, 0, 29500},
+                 {"job", NULL, 0, 29501},
+                 {"job", "4100", 0, 4100},
+                 {"job", "70000", TIDE_EINVAL, 0}};
     setenv("MASTER_PORT", "29500", 1);
-    tide_config_default(&cfg);
-    assert_int_equal(tide_config_from_env(&cfg), 0);
-    assert_int_equal(cfg.master_port, 29500);
-    setenv("TORCHELASTIC_RUN_ID", "job", 1);
-    tide_config_default(&cfg);
-    assert_int_equal(tide_config_from_env(&cfg), 0);
-    assert_int_equal(cfg.master_port, 29501);
-    setenv("TIDE_MASTER_PORT", "4100", 1);
-    tide_config_default(&cfg);
-    assert_int_equal(tide_config_from_env(&cfg), 0);
-    assert_int_equal(cfg.master_port, 4100);
-    setenv("TIDE_MASTER_PORT", "70000", 1);
-    tide_config_default(&cfg);
-    assert_int_equal(tide_config_from_env(&cfg), TIDE_EINVAL);
-    unsetenv("TIDE_MASTER_PORT");
-    unsetenv("TORCHELASTIC_RUN_ID");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tide_config cfg;
+        if (cases[i].torchrun)
+            setenv("TORCHELASTIC_RUN_ID", cases[i].torchrun, 1);
+        if (cases[i].ours)
+            setenv("TIDE_MASTER_PORT", cases[i].ours, 1);
+        tide_config_default(&cfg);
+        assert_int_equal(tide_config_from_env(&cfg), cases[i].want_rc);
+        if (!cases[i].want_rc)
+            assert_int_equal(cfg.master_port, cases[i].want);
+        unsetenv("TIDE_MASTER_PORT");
+        unsetenv("TORCHELASTIC_RUN_ID");
+    }
     unsetenv("MASTER_PORT");
 }
 

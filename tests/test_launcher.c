@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/placement.h"
+
 enum {
     RUN_TIMEOUT_MS = 30000, /* far beyond any run; a shared 2-core box is slow */
     ALARM_SECONDS = 90,     /* backstop if a helper itself hangs */
@@ -565,26 +567,6 @@ static void keep_going_forgives_killed_ranks(void **state)
 
 /* ---------------------------------------------------------------- binding */
 
-/* Parses a Cpus_allowed_list ("0-3,8,10-11") into set; false if malformed. */
-static bool parse_cpu_list(const char *text, cpu_set_t *set)
-{
-    CPU_ZERO(set);
-    while (*text && *text != '\n') {
-        char *end;
-        long lo = strtol(text, &end, 10), hi = lo;
-        if (end == text || lo < 0 || lo >= CPU_SETSIZE)
-            return false;
-        if (*end == '-')
-            hi = strtol(end + 1, &end, 10);
-        if (hi < lo || hi >= CPU_SETSIZE)
-            return false;
-        for (long c = lo; c <= hi; c++)
-            CPU_SET((int)c, set);
-        text = *end == ',' ? end + 1 : end;
-    }
-    return CPU_COUNT(set) > 0;
-}
-
 /* The CPUs rank `rank` reported ("[R] <list> <yield>") into *set, and the
  * TIDE_YIELD_WHEN_IDLE it saw ("-" if unset). */
 static void rank_cpus(const char *out, int rank, cpu_set_t *set, char yield[8])
@@ -594,7 +576,7 @@ static void rank_cpus(const char *out, int rank, cpu_set_t *set, char yield[8])
     const char *line = strstr(out, prefix);
     if (!line || sscanf(line + strlen(prefix), "%255s %7s", list, yield) != 2)
         fail_msg("no CPU list from rank %d in:\n%s", rank, out);
-    if (!parse_cpu_list(list, set))
+    if (tide__cpulist_parse(list, set) != 0 || CPU_COUNT(set) == 0)
         fail_msg("rank %d: bad CPU list '%s'", rank, list);
 }
 
