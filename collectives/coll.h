@@ -220,5 +220,10 @@ extern const struct tide__algo tide__algo_stage_allgather;
 extern const struct tide__algo tide__algo_stage_bcast;
 /* over several hosts, through comm->host and comm->cross (engine/hosts.c) */
 extern const struct tide__algo tide__algo_hier_allreduce;
+extern const struct tide__algo tide__algo_board_allreduce;
+extern const struct tide__algo tide__algo_board_rsag_allreduce;
+extern const struct tide__algo tide__algo_board_allgather;
+extern const struct tide__algo tide__algo_board_reduce_scatter;
+extern const struct tide__algo tide__algo_board_bcast;
 
 #endif

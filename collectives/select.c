@@ -7,6 +7,7 @@
  *
  * The size thresholds are where the cheaper-in-latency algorithm stops
  * winning; see docs/algorithms.md for how they were found. */
+#include "collectives/board.h"
 #include "collectives/coll.h"
 
 #include <stdint.h>
@@ -20,6 +21,7 @@ enum need {
     POW2,   /* a power-of-two group */
     SHARED, /* staging memory (stage.h) */
     HOSTS,  /* ranks spread evenly over hosts (engine/hosts.c) */
+    BOARD,  /* boards (board.h), and a vector that fits a slot */
 };
 
 struct choice {
@@ -28,7 +30,7 @@ struct choice {
     enum need need;
 };
 
-#define CHOICES 5
+#define CHOICES 7
 
 struct family {
     uint8_t kind;
@@ -42,22 +44,27 @@ static const struct family families[] = {
       {"recursive_doubling", &tide__algo_rd_allreduce, ANY},
       {"rabenseifner", &tide__algo_rabenseifner, ANY},
       {"shm", &tide__algo_stage_allreduce, SHARED},
-      {"hier", &tide__algo_hier_allreduce, HOSTS}}},
+      {"hier", &tide__algo_hier_allreduce, HOSTS},
+      {"board", &tide__algo_board_allreduce, BOARD},
+      {"board_rsag", &tide__algo_board_rsag_allreduce, BOARD}}},
     {TIDE_KIND_BROADCAST, "TIDE_ALGO_BROADCAST",
      {{"binomial", &tide__algo_binomial_bcast, ANY},
       {"chain", &tide__algo_chain_bcast, ANY},
-      {"shm", &tide__algo_stage_bcast, SHARED}}},
+      {"shm", &tide__algo_stage_bcast, SHARED},
+      {"board", &tide__algo_board_bcast, BOARD}}},
     {TIDE_KIND_REDUCE, "TIDE_ALGO_REDUCE", {{"binomial", &tide__algo_binomial_reduce, ANY}}},
     {TIDE_KIND_ALLGATHER, "TIDE_ALGO_ALLGATHER",
      {{"ring", &tide__algo_ring_allgather, ANY},
       {"bruck", &tide__algo_bruck_allgather, ANY},
       {"recursive_doubling", &tide__algo_rd_allgather, POW2},
-      {"shm", &tide__algo_stage_allgather, SHARED}}},
+      {"shm", &tide__algo_stage_allgather, SHARED},
+      {"board", &tide__algo_board_allgather, BOARD}}},
     {TIDE_KIND_ALLGATHERV, "TIDE_ALGO_ALLGATHERV",
      {{"ring", &tide__algo_ring_allgather, ANY}}},
     {TIDE_KIND_REDUCE_SCATTER, "TIDE_ALGO_REDUCE_SCATTER",
      {{"ring", &tide__algo_ring_reduce_scatter, ANY},
-      {"recursive_halving", &tide__algo_rh_reduce_scatter, ANY}}},
+      {"recursive_halving", &tide__algo_rh_reduce_scatter, ANY},
+      {"board", &tide__algo_board_reduce_scatter, BOARD}}},
     {TIDE_KIND_REDUCE_SCATTERV, "TIDE_ALGO_REDUCE_SCATTERV",
      {{"ring", &tide__algo_ring_reduce_scatter, ANY},
       {"recursive_halving", &tide__algo_rh_reduce_scatter, ANY}}},
@@ -215,7 +222,8 @@ const struct tide__algo *tide__select(uint8_t kind, const tide_comm *comm, size_
         if (strcmp(want, c->name) != 0)
             continue;
         if ((c->need == POW2 && !tide__is_pow2(n)) || (c->need == SHARED && !comm->shared) ||
-            (c->need == HOSTS && !tide__comm_hierarchical(comm)))
+            (c->need == HOSTS && !tide__comm_hierarchical(comm)) ||
+            (c->need == BOARD && !tide__board_fits(kind, comm, bytes)))
             return by_size(kind, comm, bytes);
         return c->algo;
     }
@@ -233,7 +241,9 @@ static const struct tide__algo *const all_algos[] = {
     &tide__algo_binomial_bcast,  &tide__algo_chain_bcast,       &tide__algo_binomial_reduce,
     &tide__algo_binomial_gather, &tide__algo_binomial_scatter,  &tide__algo_pairwise_alltoall,
     &tide__algo_dissemination_barrier, &tide__algo_stage_allreduce, &tide__algo_stage_allgather,
-    &tide__algo_stage_bcast,     &tide__algo_hier_allreduce,
+    &tide__algo_stage_bcast,     &tide__algo_hier_allreduce,    &tide__algo_board_allreduce,
+    &tide__algo_board_rsag_allreduce, &tide__algo_board_allgather, &tide__algo_board_reduce_scatter,
+    &tide__algo_board_bcast,
 };
 
 uint8_t tide__algo_id(const struct tide__algo *algo)

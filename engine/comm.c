@@ -121,6 +121,8 @@ void tide__ctx_unref(struct tide__ctx *ctx)
     tide__req_pool_free(ctx);
     tide__scratch_free_all(ctx);
     tide__notes_free(ctx);
+    if (ctx->boards_free)
+        ctx->boards_free(ctx); /* the world's board too */
     free(ctx->world.groups);
     free(ctx->world.failed);
     pthread_mutex_destroy(&ctx->pool_lock);

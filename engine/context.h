@@ -185,6 +185,11 @@ struct tide_comm {
     int hosts_err;             /* making them failed: hierarchical collectives
                                   on comm fail with it */
     tide_comm *next;           /* in the context's list of comms */
+    /* Reactor: its board (collectives/board.c), made at its first board
+     * collective, and what lets it go where the last reference goes
+     * (any thread). */
+    struct tide__board_comm *board;
+    void (*board_free)(tide_comm *comm);
     struct tide__recorder *rec; /* reactor: its last collectives (recorder.c), made
                                    at its first; NULL until then or if memory ran out */
 };
@@ -201,6 +206,10 @@ struct tide__ctx {
     bool inline_mode;
     struct tide__trace *trace; /* TIDE_TRACE recording (trace.h), or NULL */
     struct tide__rec_ctx rec;  /* flight recorder dumps (recorder_dump.c) */
+    /* Which boards our communicators hold (collectives/board.c), made at
+     * the first board collective, freed with the context by boards_free. */
+    struct tide__board_table *boards;
+    void (*boards_free)(struct tide__ctx *ctx);
 
     /* progress */
     pthread_mutex_t drive_lock; /* thread mode: its holder drives the reactor */

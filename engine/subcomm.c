@@ -94,6 +94,8 @@ void tide__comm_unref(tide_comm *comm)
     if (atomic_fetch_sub(&comm->refs, 1) != 1)
         return;
     struct tide__ctx *ctx = comm->ctx;
+    if (comm->board_free)
+        comm->board_free(comm);
     free(comm->world_of);
     free(comm->groups);
     free(comm->failed);

@@ -26,6 +26,13 @@ static bool add_peer(int *peers, int *n, int max, int peer)
     return true;
 }
 
+/* A watch (a board's flag, collectives/board.c) waits on its peer as a
+ * receive does. */
+static bool same_dir(uint8_t dir, enum tide__msg_dir want)
+{
+    return dir == want || (dir == TIDE_MSG_WATCH && want == TIDE_MSG_RECV);
+}
+
 /* A request made of requests (subreq.c) waits on what its running parts
  * wait on. */
 static void collect(const tide_req *req, enum tide__msg_dir dir, int *peers, int *n, int max,
@@ -36,7 +43,7 @@ static void collect(const tide_req *req, enum tide__msg_dir dir, int *peers, int
             continue;
         if (m->dir == TIDE_MSG_OP)
             collect(m->buf, dir, peers, n, max, more);
-        else if (m->dir == dir && !add_peer(peers, n, max, m->peer))
+        else if (same_dir(m->dir, dir) && !add_peer(peers, n, max, m->peer))
             (*more)++;
     }
 }

@@ -30,15 +30,24 @@ static void start(struct tide__transport *base)
         x->parts[i]->ops->start(x->parts[i]);
 }
 
+static struct tide__transport *stager(struct tide__transport *base);
+
+/* A watch goes to the part with the board area, whichever rank it waits
+ * for (our own included, whose messages go over TCP). */
+static struct tide__transport *part_for(struct tide__transport *base, const tide__msg *m)
+{
+    return m->dir == TIDE_MSG_WATCH ? stager(base) : part_of(base, m->peer);
+}
+
 static void post(struct tide__transport *base, tide__msg *m)
 {
-    struct tide__transport *t = part_of(base, m->peer);
+    struct tide__transport *t = part_for(base, m);
     t->ops->post(t, m);
 }
 
 static int withdraw(struct tide__transport *base, tide__msg *m, int err)
 {
-    struct tide__transport *t = part_of(base, m->peer);
+    struct tide__transport *t = part_for(base, m);
     return t->ops->withdraw(t, m, err);
 }
 
@@ -121,6 +130,19 @@ static void stage_give(struct tide__transport *base, long off)
         t->ops->stage_give(t, off);
 }
 
+static uint8_t *board_at(struct tide__transport *base, int peer)
+{
+    struct tide__transport *t = stager(base);
+    return t && t->ops->board_at ? t->ops->board_at(t, peer) : NULL;
+}
+
+static void board_raise(struct tide__transport *base, const int *peers, int n)
+{
+    struct tide__transport *t = stager(base);
+    if (t && t->ops->board_raise)
+        t->ops->board_raise(t, peers, n);
+}
+
 /* Hosts, likewise: shared memory's setup is what learned them. */
 static int host_of(struct tide__transport *base, int peer)
 {
@@ -155,6 +177,8 @@ static const struct tide__transport_ops mux_ops = {
     .stage_at = stage_at,
     .stage_take = stage_take,
     .stage_give = stage_give,
+    .board_at = board_at,
+    .board_raise = board_raise,
     .host_of = host_of,
 };
 

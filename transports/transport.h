@@ -20,6 +20,7 @@
 #ifndef TIDE_TRANSPORT_H
 #define TIDE_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,8 +31,10 @@ struct tide__ctx;
 typedef struct tide_req tide_req;
 
 /* TIDE_MSG_OP is the engine's own and never reaches a transport: a
- * request waiting on another request (engine/subreq.c). */
-enum tide__msg_dir { TIDE_MSG_SEND = 0, TIDE_MSG_RECV = 1, TIDE_MSG_OP = 2 };
+ * request waiting on another request (engine/subreq.c).  TIDE_MSG_WATCH
+ * waits for a condition on the board area (below): m->buf is a struct
+ * tide__watch. */
+enum tide__msg_dir { TIDE_MSG_SEND = 0, TIDE_MSG_RECV = 1, TIDE_MSG_OP = 2, TIDE_MSG_WATCH = 3 };
 
 typedef struct tide__msg {
     struct tide__msg *next;     /* link in the transport's queues, then
@@ -60,6 +63,18 @@ typedef struct tide__msg {
 } tide__msg;
 
 struct tide__transport;
+
+/* A watch: a message that completes once ready() says so, for
+ * collectives that wait on words their peers store in shared memory
+ * (collectives/board.c) rather than on frames.  The transport calls
+ * ready() (reactor thread) in every poll and before every sleep, and
+ * completes the message the first time it returns true.  While it is
+ * false, *peer holds the world rank it waits for: the transport fails the
+ * watch with TIDE_EPEER when that rank is lost, and the engine names it
+ * in accounts of what an operation waits for. */
+struct tide__watch {
+    bool (*ready)(struct tide__watch *w, int *peer);
+};
 
 struct tide__transport_ops {
     const char *name;
@@ -115,6 +130,18 @@ struct tide__transport_ops {
     uint8_t *(*stage_at)(struct tide__transport *tp, int peer, size_t *bytes, size_t *slot_bytes);
     long (*stage_take)(struct tide__transport *tp);
     void (*stage_give)(struct tide__transport *tp, long off);
+
+    /* Boards (transports/board.h), for collectives that publish small
+     * vectors once for every peer of the host to read in place.
+     * Optional, like the staging area, and offered where it is (every
+     * peer that has a staging area has a board area too).
+     * board_at: world rank peer's area (ours for our own rank; peers'
+     * mapped read-only), or NULL.  board_raise: we stored to a word of
+     * our board that world ranks peers[0..n-1] may wait on: wake those of
+     * them that sleep (after a full fence).  Watches (TIDE_MSG_WATCH)
+     * are posted only where board_at is offered. */
+    uint8_t *(*board_at)(struct tide__transport *tp, int peer);
+    void (*board_raise)(struct tide__transport *tp, const int *peers, int n);
 
     /* Which host world rank peer runs on, as a number every rank of the
      * job computes alike for it (the lowest world rank on that host), so

@@ -51,6 +51,7 @@ void shm_peer_lost(struct shm_peer *c, const char *fmt, ...)
     shutdown(c->fd, SHUT_RDWR); /* our doorbell receive comes back at once */
     shm_send_fail_all(c);
     shm_recv_lost(c);
+    shm_watch_peer_lost(c->tp, c->peer);
 }
 
 void shm_ring_doorbell(struct shm_peer *c)
@@ -132,6 +133,10 @@ static void wake_self(struct tide__shm *tp)
 
 static void post(struct tide__transport *base, tide__msg *m)
 {
+    if (m->dir == TIDE_MSG_WATCH) {
+        shm_watch_post(shm_of(base), m);
+        return;
+    }
     struct shm_peer *c = &shm_of(base)->peers[m->peer];
     if (m->dir == TIDE_MSG_SEND)
         shm_send_post(c, m);
@@ -141,6 +146,8 @@ static void post(struct tide__transport *base, tide__msg *m)
 
 static int withdraw(struct tide__transport *base, tide__msg *m, int err)
 {
+    if (m->dir == TIDE_MSG_WATCH)
+        return shm_watch_withdraw(shm_of(base), m);
     struct shm_peer *c = &shm_of(base)->peers[m->peer];
     if (m->dir == TIDE_MSG_RECV)
         return shm_recv_withdraw(c, m);
@@ -171,6 +178,7 @@ static void abort_all(struct tide__transport *base, int err)
     for (int p = 0; p < tp->size; p++)
         if (served(&tp->peers[p]))
             shm_peer_lost(&tp->peers[p], "%s", tide_strerror(err));
+    shm_watch_fail_all(tp, err);
     wake_self(tp); /* the wake-up read comes back, and is not armed again */
 }
 
@@ -190,6 +198,8 @@ static int poll_all(struct tide__transport *base)
         n += shm_recv_progress(c);
         n += shm_send_progress(c);
     }
+    if (tp->watches.head)
+        n += shm_watch_poll(tp);
     return n;
 }
 
@@ -215,6 +225,8 @@ static void arm(struct tide__transport *base)
             return;
         }
     }
+    if (tp->watches.head && shm_watch_any_ready(tp))
+        wake_self(tp);
 }
 
 /* ---- the staging area (transport.h, shm_peer.h) ---- */
@@ -287,6 +299,8 @@ static const struct tide__transport_ops shm_ops = {
     .stage_at = stage_at,
     .stage_take = stage_take,
     .stage_give = stage_give,
+    .board_at = shm_board_at,
+    .board_raise = shm_board_raise,
     .host_of = host_of,
 };
 

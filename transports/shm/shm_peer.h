@@ -36,7 +36,9 @@
  * After the rings the segment holds the staging area that collectives
  * read each other's data from (transport.h, collectives/stage.c):
  * SHM_STAGE_SLOTS slots of SHM_STAGE_SLOT bytes, mapped read-only by
- * every peer.  Like the rings, its pages cost memory only once used. */
+ * every peer, and then the board area (transports/board.h, shm_board.c),
+ * mapped read-only by every peer with it.  Like the rings, their pages
+ * cost memory only once used. */
 #ifndef TIDE_SHM_PEER_H
 #define TIDE_SHM_PEER_H
 
@@ -81,6 +83,7 @@ struct shm_peer {
     struct shm_header *peer_hdr; /* the peer's header page */
     struct shm_ring *in;      /* the peer's ring in our segment: we read */
     uint8_t *stage;           /* the peer's staging area, read-only */
+    uint8_t *board;           /* the peer's board area (after it), read-only */
     pid_t pid;                /* the peer's process */
     bool cma;                 /* single copy both ways (see above) */
 
@@ -129,6 +132,8 @@ struct tide__shm {
     bool stage_ok;            /* every rank of this host maps every other's */
     int *host;                /* [size] each rank's host: the lowest rank on it */
     uint64_t stage_used;      /* taken slots, one bit each */
+    uint8_t *board;           /* our board area (transports/board.h) */
+    struct tide__msgq watches; /* posted TIDE_MSG_WATCH messages */
     bool aborting;
 };
 
@@ -154,6 +159,19 @@ int shm_recv_withdraw(struct shm_peer *c, tide__msg *m);
 /* The peer is gone: fail what waits on it (after reading what it wrote). */
 void shm_recv_lost(struct shm_peer *c);
 void shm_recv_free(struct shm_peer *c);
+
+/* shm_board.c: the board area and watches (transport.h). */
+void shm_watch_post(struct tide__shm *tp, tide__msg *m);
+int shm_watch_withdraw(struct tide__shm *tp, tide__msg *m);
+/* Complete the watches that are ready (or wait on a lost rank): progress. */
+int shm_watch_poll(struct tide__shm *tp);
+/* arm(): whether a pass now would complete a watch. */
+bool shm_watch_any_ready(struct tide__shm *tp);
+/* Fail (TIDE_EPEER) the watches waiting on world rank peer. */
+void shm_watch_peer_lost(struct tide__shm *tp, int peer);
+void shm_watch_fail_all(struct tide__shm *tp, int err);
+uint8_t *shm_board_at(struct tide__transport *base, int peer);
+void shm_board_raise(struct tide__transport *base, const int *peers, int n);
 
 /* shm_setup.c: find the peers on this host (same kernel, same network
  * namespace, same user, same TIDE_HOST_ID) over the bootstrapped

@@ -28,6 +28,7 @@
  * the segment, checked after mapping, makes sure the fd we opened is the
  * segment the peer meant. */
 #include "transports/shm/shm_peer.h"
+#include "transports/board.h"
 #include "engine/clock.h"
 #include "engine/log.h"
 
@@ -186,10 +187,16 @@ static size_t stage_bytes(void)
     return (size_t)SHM_STAGE_SLOTS * SHM_STAGE_SLOT;
 }
 
+/* The board area follows the staging area; peers map both in one. */
+static size_t shared_bytes(void)
+{
+    return stage_bytes() + page_round(BOARD_AREA_BYTES);
+}
+
 /* Our segment: the header and one ring per rank, all zero. */
 static int make_segment(struct tide__shm *tp, char *err, size_t errlen)
 {
-    tp->seg_bytes = stage_offset(tp->size) + stage_bytes();
+    tp->seg_bytes = stage_offset(tp->size) + shared_bytes();
     tp->memfd = memfd_create("tide-shm", MFD_CLOEXEC);
     if (tp->memfd < 0 || ftruncate(tp->memfd, (off_t)tp->seg_bytes) != 0) {
         snprintf(err, errlen, "memfd of %zu bytes: %s", tp->seg_bytes, strerror(errno));
@@ -202,6 +209,7 @@ static int make_segment(struct tide__shm *tp, char *err, size_t errlen)
     }
     tp->hdr = seg;
     tp->stage = (uint8_t *)seg + stage_offset(tp->size);
+    tp->board = tp->stage + stage_bytes();
     tp->hdr->magic = SHM_MAGIC;
     tp->hdr->size = (uint32_t)tp->size;
     while (!tp->hdr->nonce)
@@ -222,14 +230,14 @@ static int map_peer(struct tide__shm *tp, struct shm_peer *c, const struct ident
      * (a mapping past its end would raise SIGBUS). */
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        (size_t)st.st_size < stage_offset(tp->size) + stage_bytes()) {
+        (size_t)st.st_size < stage_offset(tp->size) + shared_bytes()) {
         close(fd);
         return -EPROTO;
     }
     void *hdr = mmap(NULL, header_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     void *ring = mmap(NULL, ring_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
                       (off_t)ring_offset(tp->rank));
-    void *stage = mmap(NULL, stage_bytes(), PROT_READ, MAP_SHARED, fd,
+    void *stage = mmap(NULL, shared_bytes(), PROT_READ, MAP_SHARED, fd,
                        (off_t)stage_offset(tp->size));
     int rc = hdr == MAP_FAILED || ring == MAP_FAILED || stage == MAP_FAILED ? -errno : 0;
     close(fd);
@@ -241,10 +249,11 @@ static int map_peer(struct tide__shm *tp, struct shm_peer *c, const struct ident
         c->out = ring;
         c->in = (struct shm_ring *)((uint8_t *)tp->hdr + ring_offset(c->peer));
         c->stage = stage;
+        c->board = (uint8_t *)stage + stage_bytes();
         return 0;
     }
     if (stage != MAP_FAILED)
-        munmap(stage, stage_bytes());
+        munmap(stage, shared_bytes());
     if (hdr != MAP_FAILED)
         munmap(hdr, header_bytes());
     if (ring != MAP_FAILED)
@@ -259,10 +268,11 @@ static void unmap_peer(struct shm_peer *c)
     if (c->out)
         munmap(c->out, ring_bytes());
     if (c->stage)
-        munmap(c->stage, stage_bytes());
+        munmap(c->stage, shared_bytes());
     c->peer_hdr = NULL;
     c->out = NULL;
     c->stage = NULL;
+    c->board = NULL;
     c->in = NULL;
 }
 
@@ -276,6 +286,7 @@ void shm_unmap(struct tide__shm *tp)
         close(tp->memfd);
     tp->hdr = NULL;
     tp->stage = NULL;
+    tp->board = NULL;
     tp->stage_ok = false;
     tp->memfd = -1;
 }

@@ -1,0 +1,528 @@
+/* board.c - see board.h: which board a communicator holds, and the
+ * gate, publish and read steps every board collective goes through.
+ *
+ * Boards are claimed at a communicator's first board collective, not
+ * when it is made: most communicators never run one.  The claim table
+ * is ours alone (a peer learns where our board is from the directory in
+ * our area), and locked, since a communicator lets go of its board where
+ * its last reference goes, on whichever thread that is. */
+#include "collectives/board.h"
+#include "engine/log.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One entry per board of our area. */
+struct claim {
+    uint64_t key;   /* 0: never used */
+    bool retired;   /* its communicator is gone: reusable once peers are past it */
+    bool saw_all;   /* every member had claimed its board by then */
+    uint64_t last;  /* the last board collective started on it */
+    int *members;   /* world ranks, once retired */
+    int n;
+};
+
+struct tide__board_table {
+    pthread_mutex_t lock;
+    struct claim e[BOARD_COUNT];
+};
+
+/* A communicator's board and what it knows of its peers'. */
+struct tide__board_comm {
+    struct tide__ctx *ctx;
+    uint64_t key;
+    int index;                   /* our board's entry */
+    struct board *mine;
+    int n, me;
+    int *world;                  /* [n] members' world ranks */
+    int *others;                 /* [n - 1] the peers' world ranks, for doorbells */
+    struct board **peer;         /* [n] each member's board; NULL until found */
+    int found;                   /* peers whose board we found */
+    bool saw_all;
+    uint64_t last_pub;           /* our last publication's sequence */
+    unsigned pubs;               /* publications so far: the next goes to slot pubs % 2 */
+    uint64_t last_started;       /* the last board collective started here */
+    uint64_t done;               /* what mine->done says */
+    struct started *first, *last; /* started here and not yet folded into done */
+};
+
+/* A board collective started here, kept until `done` passes it (not in
+ * the request, which its caller may free once it ended). */
+struct started {
+    uint64_t seq;
+    bool ended;
+    struct started *later;
+};
+
+enum phase {
+    PH_GATE,    /* waiting for the gate (board.h) */
+    PH_POSTED,  /* published; waiting for the parts we read */
+    PH_REDUCED, /* two-phase: waiting for every reduced share */
+    PH_SKIPPED, /* a peer went past this collective without publishing:
+                   its poison frame, or the deadline, ends us */
+};
+
+static uint32_t fnv32(const int *v, int n)
+{
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < n; i++)
+        for (int b = 0; b < 4; b++) {
+            h ^= ((uint32_t)v[i] >> (8 * b)) & 0xffu;
+            h *= 16777619u;
+        }
+    return h;
+}
+
+/* ---- the claim table ---- */
+
+static void table_free(struct tide__ctx *ctx)
+{
+    struct tide__board_table *t = ctx->boards;
+    for (int i = 0; i < BOARD_COUNT; i++)
+        free(t->e[i].members);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+    ctx->boards = NULL;
+}
+
+static struct tide__board_table *table_of(struct tide__ctx *ctx)
+{
+    if (ctx->boards)
+        return ctx->boards;
+    struct tide__board_table *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    pthread_mutex_init(&t->lock, NULL);
+    ctx->boards = t;
+    ctx->boards_free = table_free;
+    return t;
+}
+
+/* Whether every former member of a retired board is past its last
+ * collective: gone, or its own board for that key shows it done, or
+ * re-keyed (it let go of the communicator, so it is past all of it; if
+ * it never claimed one, it may yet, and then find ours gone). */
+static bool reusable(struct tide__ctx *ctx, const struct claim *e)
+{
+    struct tide__transport *tp = ctx->tp;
+    for (int i = 0; i < e->n; i++) {
+        int w = e->members[i];
+        if (w == ctx->rank || tp->ops->peer_reason(tp, w))
+            continue;
+        uint8_t *area = tp->ops->board_at(tp, w);
+        struct board *b = area ? board_find(area, e->key) : NULL;
+        if (!b && !e->saw_all)
+            return false;
+        if (b && atomic_load_explicit(&b->done, memory_order_acquire) < e->last)
+            return false;
+    }
+    return true;
+}
+
+/* An entry for key: a free one probing from key's home, as peers look,
+ * else a retired one its peers are past.  -1 if none. */
+static int take_entry(struct tide__ctx *ctx, struct tide__board_table *t, uint64_t key)
+{
+    for (int k = 0; k < BOARD_COUNT; k++) {
+        int i = (int)((key + (uint64_t)k) % BOARD_COUNT);
+        if (!t->e[i].key)
+            return i;
+    }
+    for (int k = 0; k < BOARD_COUNT; k++) {
+        int i = (int)((key + (uint64_t)k) % BOARD_COUNT);
+        if (t->e[i].retired && reusable(ctx, &t->e[i]))
+            return i;
+    }
+    return -1;
+}
+
+/* Make entry i ours for key: reset the board first, then publish the
+ * key, so a peer that finds it sees a fresh board. */
+static void own_entry(uint8_t *area, struct claim *e, int i, uint64_t key)
+{
+    struct board *b = board_at_index(area, i);
+    atomic_store_explicit(&board_dir(area)[i], 0, memory_order_relaxed);
+    atomic_store_explicit(&b->posted, 0, memory_order_relaxed);
+    atomic_store_explicit(&b->reduced, 0, memory_order_relaxed);
+    atomic_store_explicit(&b->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&b->head[0].seq, 0, memory_order_relaxed);
+    atomic_store_explicit(&b->head[1].seq, 0, memory_order_relaxed);
+    atomic_store_explicit(&board_dir(area)[i], key, memory_order_release);
+    free(e->members);
+    *e = (struct claim){.key = key};
+}
+
+/* ---- a communicator's board ---- */
+
+static void comm_board_free(tide_comm *comm)
+{
+    struct tide__board_comm *bc = comm->board;
+    while (bc->first) { /* none: its requests held the communicator */
+        struct started *s = bc->first;
+        bc->first = s->later;
+        free(s);
+    }
+    struct tide__board_table *t = bc->ctx->boards;
+    pthread_mutex_lock(&t->lock);
+    struct claim *e = &t->e[bc->index];
+    e->retired = true;
+    e->saw_all = bc->saw_all;
+    e->last = bc->last_started;
+    e->members = bc->world;
+    e->n = bc->n;
+    pthread_mutex_unlock(&t->lock);
+    free(bc->others);
+    free(bc->peer);
+    free(bc);
+    comm->board = NULL;
+}
+
+static struct tide__board_comm *comm_board_new(tide_comm *comm)
+{
+    struct tide__board_comm *bc = calloc(1, sizeof *bc);
+    int n = comm->size;
+    if (!bc || !(bc->world = malloc((size_t)n * sizeof *bc->world)) ||
+        !(bc->others = malloc((size_t)n * sizeof *bc->others)) ||
+        !(bc->peer = calloc((size_t)n, sizeof *bc->peer))) {
+        if (bc) {
+            free(bc->world);
+            free(bc->others);
+        }
+        free(bc);
+        return NULL;
+    }
+    bc->ctx = comm->ctx;
+    bc->n = n;
+    bc->me = comm->rank;
+    for (int q = 0, k = 0; q < n; q++) {
+        bc->world[q] = comm->world_of ? comm->world_of[q] : q;
+        if (q != bc->me)
+            bc->others[k++] = bc->world[q];
+    }
+    bc->key = (uint64_t)comm->id << 32 | fnv32(bc->world, n);
+    if (!bc->key)
+        bc->key = 1;
+    return bc;
+}
+
+/* comm's board, claimed now if it has none.  NULL, with the request
+ * failed, if there is none to be had. */
+static struct tide__board_comm *board_of(tide_req *req)
+{
+    tide_comm *comm = req->comm;
+    if (comm->board)
+        return comm->board;
+    struct tide__ctx *ctx = comm->ctx;
+    uint8_t *area = ctx->tp->ops->board_at(ctx->tp, ctx->rank);
+    struct tide__board_table *t = table_of(ctx);
+    struct tide__board_comm *bc = t && area ? comm_board_new(comm) : NULL;
+    if (!bc) {
+        tide__req_fail(req, TIDE_ENOMEM, "cannot allocate a communicator's board state");
+        return NULL;
+    }
+    pthread_mutex_lock(&t->lock);
+    int i = take_entry(ctx, t, bc->key);
+    if (i >= 0)
+        own_entry(area, &t->e[i], i, bc->key);
+    pthread_mutex_unlock(&t->lock);
+    if (i < 0) {
+        free(bc->world);
+        free(bc->others);
+        free(bc->peer);
+        free(bc);
+        tide__req_fail(req, TIDE_ENOMEM, "all %d boards of this rank are held by communicators "
+                       "that are alive (or whose peers still use them): free some",
+                       BOARD_COUNT);
+        return NULL;
+    }
+    bc->index = i;
+    bc->mine = board_at_index(area, i);
+    bc->peer[bc->me] = bc->mine;
+    comm->board = bc;
+    comm->board_free = comm_board_free;
+    return bc;
+}
+
+/* ---- the watches ---- */
+
+static uint64_t load(_Atomic uint64_t *w)
+{
+    return atomic_load_explicit(w, memory_order_acquire);
+}
+
+/* Peer q's board, looked up once it has one. */
+static struct board *peer_board(struct tide__board_comm *bc, int q)
+{
+    if (bc->peer[q])
+        return bc->peer[q];
+    struct tide__transport *tp = bc->ctx->tp;
+    uint8_t *area = tp->ops->board_at(tp, bc->world[q]);
+    struct board *b = area ? board_find(area, bc->key) : NULL;
+    if (b && ++bc->found == bc->n - 1)
+        bc->saw_all = true;
+    bc->peer[q] = b;
+    return b;
+}
+
+static bool gate_ready(struct tide__board_op *op, int *peer)
+{
+    struct tide__board_comm *bc = op->bc;
+    if (bc->done < op->prev) {
+        *peer = bc->world[bc->me];
+        return false;
+    }
+    for (; op->next < op->n; op->next++) {
+        int q = op->next;
+        if (q == op->me)
+            continue;
+        struct board *b = peer_board(bc, q);
+        if (!b || load(&b->posted) < bc->last_pub) {
+            *peer = bc->world[q];
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Every rank we read shows `word` >= our sequence. */
+static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
+{
+    uint64_t seq = op->c.req.seq;
+    if (op->algo->root_only && op->algo->root_only(op)) {
+        int r = op->c.root;
+        _Atomic uint64_t *w = (_Atomic uint64_t *)((uint8_t *)op->bc->peer[r] + word_off);
+        *peer = op->bc->world[r];
+        return load(w) >= seq;
+    }
+    for (; op->next < op->n; op->next++) {
+        int q = op->next;
+        _Atomic uint64_t *w = (_Atomic uint64_t *)((uint8_t *)op->bc->peer[q] + word_off);
+        if (q != op->me && load(w) < seq) {
+            *peer = op->bc->world[q];
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool ready(struct tide__board_op *op, int *peer)
+{
+    switch (op->phase) {
+    case PH_GATE:
+        return gate_ready(op, peer);
+    case PH_POSTED:
+        return flags_ready(op, offsetof(struct board, posted), peer);
+    case PH_REDUCED:
+        return flags_ready(op, offsetof(struct board, reduced), peer);
+    default:
+        *peer = op->skipper;
+        return false;
+    }
+}
+
+static bool watch_ready(struct tide__watch *w, int *peer)
+{
+    return ready(container_of(w, struct tide__board_op, watch), peer);
+}
+
+static void wait_for(struct tide__board_op *op, int peer)
+{
+    tide__msg *m = &op->wmsg;
+    memset(m, 0, sizeof *m);
+    m->dir = TIDE_MSG_WATCH;
+    m->peer = peer;
+    m->hdr.comm_id = op->c.req.comm->id;
+    m->hdr.seq = op->c.req.seq;
+    m->buf = &op->watch;
+    tide__req_post(&op->c.req, m);
+}
+
+/* ---- the steps ---- */
+
+static void publish(struct tide__board_op *op)
+{
+    struct tide__board_comm *bc = op->bc;
+    struct board *b = bc->mine;
+    uint64_t seq = op->c.req.seq;
+    int slot = (int)(bc->pubs % 2);
+    const void *src = NULL;
+    size_t bytes = op->algo->part(op, &src);
+    op->mine = b->data[slot];
+    if (bytes)
+        tide__coll_copy(&op->c, op->mine, src, bytes);
+    b->head[slot].sig = op->c.req.sig;
+    atomic_store_explicit(&b->head[slot].seq, seq, memory_order_release);
+    atomic_store_explicit(&b->posted, seq, memory_order_release);
+    bc->pubs++;
+    bc->last_pub = seq;
+    op->parts[op->me] = op->mine;
+    struct tide__transport *tp = op->c.req.ctx->tp;
+    tp->ops->board_raise(tp, bc->others, bc->n - 1);
+}
+
+/* Peer q's part of this collective: its header must say this sequence
+ * and our signature.  false: the request failed, or q skipped it. */
+static bool take_part(struct tide__board_op *op, int q)
+{
+    struct board *b = op->bc->peer[q];
+    uint64_t seq = op->c.req.seq;
+    for (int k = 0; k < 2; k++) {
+        if (load(&b->head[k].seq) != seq)
+            continue;
+        struct tide__frame theirs = b->head[k].sig; /* a copy: it is not ours to trust */
+        if (!tide__frame_same_signature(&op->c.req.sig, &theirs)) {
+            theirs.comm_id = op->c.req.comm->id;
+            theirs.seq = seq;
+            tide__fail_mismatch(&op->c.req, op->bc->world[q], &theirs);
+            return false;
+        }
+        op->parts[q] = b->data[k];
+        return true;
+    }
+    op->phase = PH_SKIPPED;
+    op->skipper = op->bc->world[q];
+    return false;
+}
+
+static bool take_parts(struct tide__board_op *op)
+{
+    if (op->algo->root_only && op->algo->root_only(op))
+        return take_part(op, op->c.root);
+    for (int q = 0; q < op->n; q++)
+        if (q != op->me && !take_part(op, q))
+            return false;
+    return true;
+}
+
+/* Go as far as the flags allow; wait for the first that is not up. */
+static void advance(struct tide__board_op *op)
+{
+    for (;;) {
+        int peer = -1;
+        if (op->c.req.failing || op->c.req.finished)
+            return;
+        if (!ready(op, &peer)) {
+            wait_for(op, peer);
+            return;
+        }
+        op->next = 0;
+        switch (op->phase) {
+        case PH_GATE:
+            publish(op);
+            op->phase = PH_POSTED;
+            break;
+        case PH_POSTED:
+            if (!take_parts(op)) {
+                if (op->phase == PH_SKIPPED)
+                    tide__log(TIDE_LOG_DEBUG, op->c.req.ctx->rank, "board seq %llu: a peer went "
+                              "past it without publishing; waiting for its account",
+                              (unsigned long long)op->c.req.seq);
+                break;
+            }
+            op->algo->read(op);
+            return; /* it succeeded, or raised `reduced` and waits */
+        case PH_REDUCED:
+            op->algo->read_reduced(op);
+            return;
+        default:
+            return;
+        }
+    }
+}
+
+void tide__board_raise_reduced(struct tide__board_op *op)
+{
+    struct tide__board_comm *bc = op->bc;
+    atomic_store_explicit(&bc->mine->reduced, op->c.req.seq, memory_order_release);
+    struct tide__transport *tp = op->c.req.ctx->tp;
+    tp->ops->board_raise(tp, bc->others, bc->n - 1);
+    op->phase = PH_REDUCED;
+    op->next = 0;
+    advance(op);
+}
+
+void tide__board_start(struct tide__board_op *op, const struct tide__board_algo *algo)
+{
+    struct tide__coll *c = &op->c;
+    op->algo = algo;
+    op->watch.ready = watch_ready;
+    op->n = c->req.comm->size;
+    op->me = c->req.comm->rank;
+    if (tide__coll_scratch(c, (size_t)op->n * sizeof *op->parts))
+        return;
+    op->parts = c->scratch;
+    const void *src;
+    if (algo->part(op, &src) > BOARD_SLOT) { /* select.c checks: not ours to meet */
+        tide__req_fail(&c->req, TIDE_EPROTO, "internal error: %zu bytes for a board slot of %zu",
+                       algo->part(op, &src), BOARD_SLOT);
+        return;
+    }
+    struct tide__board_comm *bc = board_of(&c->req);
+    if (!bc)
+        return;
+    struct started *s = calloc(1, sizeof *s);
+    if (!s) {
+        tide__req_fail(&c->req, TIDE_ENOMEM, "cannot allocate a board collective's place");
+        return;
+    }
+    s->seq = c->req.seq;
+    if (bc->last)
+        bc->last->later = s;
+    else
+        bc->first = s;
+    bc->last = s;
+    op->started = s;
+    op->bc = bc;
+    op->prev = bc->last_started;
+    bc->last_started = c->req.seq;
+    op->phase = PH_GATE;
+    advance(op);
+}
+
+void tide__board_step(tide_req *req, tide__msg *m)
+{
+    (void)m;
+    advance((struct tide__board_op *)req);
+}
+
+/* `done` moves over the collectives that ended, in order: one that
+ * failed at its gate must not claim the one before it finished. */
+void tide__board_release(tide_req *req)
+{
+    struct tide__board_op *op = (struct tide__board_op *)req;
+    struct tide__board_comm *bc = op->bc;
+    if (bc) {
+        op->started->ended = true;
+        while (bc->first && bc->first->ended) {
+            struct started *s = bc->first;
+            bc->done = s->seq;
+            bc->first = s->later;
+            free(s);
+        }
+        if (!bc->first)
+            bc->last = NULL;
+        atomic_store_explicit(&bc->mine->done, bc->done, memory_order_release);
+        op->bc = NULL;
+    }
+    tide__coll_release(req);
+}
+
+void tide__board_describe(const tide_req *req, char *buf, size_t len)
+{
+    const struct tide__board_op *op = (const struct tide__board_op *)req;
+    static const char *const what[] = {
+        "the gate (the previous board collective, peers done with our slot)",
+        "peers' parts to be posted", "peers' reduced shares",
+        "a peer's account of why it skipped this collective"};
+    snprintf(buf, len, "board, waiting for %s", what[op->phase < 4 ? op->phase : 0]);
+}
+
+bool tide__board_fits(uint8_t kind, const tide_comm *comm, size_t bytes)
+{
+    if (!comm->shared || comm->size < 2 || !comm->ctx->tp->ops->board_at)
+        return false;
+    size_t slot_use = kind == TIDE_KIND_ALLGATHER ? bytes / (size_t)comm->size : bytes;
+    return slot_use <= BOARD_SLOT;
+}

@@ -1,0 +1,93 @@
+/* board.h - collectives for small vectors among the ranks of one host,
+ * that use shared memory as shared memory: each rank writes its part
+ * once into its board (transports/board.h), raises a flag, and reads or
+ * reduces what it needs straight out of every peer's board.  No message
+ * crosses a ring and no rank forwards another's bytes: an all-reduce of
+ * 8 bytes among 16 ranks is one store and fifteen loads a rank, where a
+ * message algorithm takes four rounds of frames.  (DeepSpeed's CPU
+ * all-reduce and Open MPI's shared-memory collectives work alike.)
+ *
+ * The waiting is the transport's: a collective posts a watch
+ * (transport.h, TIDE_MSG_WATCH) that completes once its peers' flags
+ * say so, so spinning, sleeping with doorbells, the progress thread,
+ * deadlines, peer loss and the flight recorder all work as for
+ * messages.  A collective tests its condition once before posting, so
+ * one whose peers came first never waits.
+ *
+ * Every board collective goes through three steps:
+ *   gate     the previous board collective on this communicator has
+ *            ended here (they run one at a time, in sequence order), and
+ *            every peer has published our last publication's sequence
+ *            or a later one, so none still reads the slot we write now;
+ *   publish  the part (if any) into the slot we did not use last, the
+ *            slot's header (sequence, signature), then `posted`;
+ *   read     once the peers it needs have posted this sequence: check
+ *            each header (a different signature is a mismatch, named as
+ *            for frames), then reduce or copy; the two-phase all-reduce
+ *            raises `reduced` in between and waits for it.
+ *
+ * Why the gate suffices: a peer reads our slot for collective u only
+ * inside its u, and publishes a later collective only after u ended
+ * there (its own gate).  Our slot was last written for our publication
+ * two back, u; the gate asks each peer to show our last publication w or
+ * later, which is after u.  In steady state this holds at once: n - 1
+ * loads, no wait.  And `done` (every board collective up to it ended
+ * here) lets a rank reuse the board of a freed communicator once its
+ * former peers show they are past its last collective.
+ *
+ * Offered to communicators whose members all map each other's staging
+ * areas (comm->shared, engine/hosts.c), so every member chooses alike;
+ * a vector that does not fit a slot (BOARD_SLOT) never runs here. */
+#ifndef TIDE_BOARD_COLL_H
+#define TIDE_BOARD_COLL_H
+
+#include "collectives/coll.h"
+#include "transports/board.h"
+
+struct tide__board_op;
+
+/* What an algorithm adds to the steps above. */
+struct tide__board_algo {
+    /* The bytes to publish (0: a header only), at *src. */
+    size_t (*part)(struct tide__board_op *op, const void **src);
+    /* Whether this rank reads only the root's part (a broadcast's
+     * readers); otherwise every peer's. */
+    bool (*root_only)(const struct tide__board_op *op);
+    /* Every part it reads is posted and checked (op->parts): reduce or
+     * copy, then succeed, or tide__board_raise_reduced to go on. */
+    void (*read)(struct tide__board_op *op);
+    /* Every peer's reduced share is in place (two-phase only). */
+    void (*read_reduced)(struct tide__board_op *op);
+};
+
+/* The request of a board collective. */
+struct tide__board_op {
+    struct tide__coll c;
+    const struct tide__board_algo *algo;
+    struct tide__board_comm *bc;
+    struct tide__watch watch;
+    tide__msg wmsg;
+    uint8_t phase;                 /* board.c's enum phase */
+    int next;                      /* where the next look resumes */
+    int n, me;
+    uint8_t *mine;                 /* our published slot's data */
+    const uint8_t **parts;         /* [n] each rank's part of this collective */
+    uint64_t prev;                 /* the board collective before it here; 0: none */
+    struct started *started;       /* its place in the communicator's order */
+    int skipper;                   /* the world rank that skipped it (PH_SKIPPED) */
+};
+
+/* The op vtable's parts: an algorithm's start calls tide__board_start
+ * with its hooks; step, release and describe are these. */
+void tide__board_start(struct tide__board_op *op, const struct tide__board_algo *algo);
+void tide__board_step(tide_req *req, tide__msg *m);
+void tide__board_release(tide_req *req);
+void tide__board_describe(const tide_req *req, char *buf, size_t len);
+
+/* Two-phase: our reduced share is in our slot; wait for everyone's. */
+void tide__board_raise_reduced(struct tide__board_op *op);
+
+/* Whether vectors of kind moving `bytes` in all fit comm's boards. */
+bool tide__board_fits(uint8_t kind, const tide_comm *comm, size_t bytes);
+
+#endif

@@ -1,0 +1,93 @@
+/* board_allreduce.c - all-reduce on boards (board.h), two ways.
+ *
+ * One-shot ("board"): every rank publishes its whole vector, then
+ * reduces all n parts, in rank order, into recvbuf.  One flag wait;
+ * each rank reads (n - 1) N bytes.  Rank order on every rank: the same
+ * bits everywhere.
+ *
+ * Two-phase ("board_rsag"): every rank publishes its vector, reduces one
+ * n-th of it (its share) from all parts into recvbuf and over that share
+ * of its own slot (which only it reads in the first phase), raises
+ * `reduced`, and once all have, copies the other shares out of their
+ * owners' slots.  Two flag waits; each rank reads about 2N bytes, so it
+ * wins once (n - 3) N bytes take longer to read than a flag takes to
+ * cross. */
+#include "collectives/board.h"
+#include "collectives/stage.h"
+
+static size_t whole(struct tide__board_op *op, const void **src)
+{
+    *src = op->c.sendbuf;
+    return op->c.count * op->c.esize;
+}
+
+/* Elements [lo, lo + len) of every part, in rank order, into dst. */
+static void reduce_parts(struct tide__board_op *op, char *dst, size_t lo, size_t len)
+{
+    struct tide__coll *c = &op->c;
+    size_t at = lo * c->esize;
+    tide__coll_reduce(c, dst, op->parts[0] + at, op->parts[1] + at, len);
+    for (int q = 2; q < op->n; q++)
+        tide__coll_reduce(c, dst, dst, op->parts[q] + at, len);
+    tide__coll_avg(c, dst, len);
+}
+
+static void one_shot(struct tide__board_op *op)
+{
+    reduce_parts(op, op->c.recvbuf, 0, op->c.count);
+    tide__coll_succeed(&op->c);
+}
+
+static void share(const struct tide__board_op *op, int q, size_t *lo, size_t *len)
+{
+    *lo = tide__stage_share_off(op->c.count, op->n, q);
+    *len = tide__stage_share_off(op->c.count, op->n, q + 1) - *lo;
+}
+
+static void reduce_share(struct tide__board_op *op)
+{
+    struct tide__coll *c = &op->c;
+    size_t lo, len;
+    share(op, op->me, &lo, &len);
+    char *dst = tide__at(c, c->recvbuf, lo);
+    reduce_parts(op, dst, lo, len);
+    tide__coll_copy(c, op->mine + lo * c->esize, dst, len * c->esize);
+    tide__board_raise_reduced(op);
+}
+
+static void copy_shares(struct tide__board_op *op)
+{
+    struct tide__coll *c = &op->c;
+    for (int q = 0; q < op->n; q++) {
+        size_t lo, len;
+        share(op, q, &lo, &len);
+        if (q != op->me)
+            tide__coll_copy(c, tide__at(c, c->recvbuf, lo), op->parts[q] + lo * c->esize,
+                            len * c->esize);
+    }
+    tide__coll_succeed(c);
+}
+
+static const struct tide__board_algo one_shot_algo = {whole, NULL, one_shot, NULL};
+static const struct tide__board_algo two_phase_algo = {whole, NULL, reduce_share, copy_shares};
+
+static void start_one_shot(tide_req *req)
+{
+    tide__board_start((struct tide__board_op *)req, &one_shot_algo);
+}
+
+static void start_two_phase(tide_req *req)
+{
+    tide__board_start((struct tide__board_op *)req, &two_phase_algo);
+}
+
+static const struct tide__op_vtbl one_shot_vtbl = {"collective", start_one_shot, tide__board_step,
+                                                   tide__board_release, tide__board_describe};
+static const struct tide__op_vtbl two_phase_vtbl = {"collective", start_two_phase,
+                                                    tide__board_step, tide__board_release,
+                                                    tide__board_describe};
+
+const struct tide__algo tide__algo_board_allreduce = {"board", sizeof(struct tide__board_op),
+                                                      &one_shot_vtbl, NULL, NULL};
+const struct tide__algo tide__algo_board_rsag_allreduce = {
+    "board_rsag", sizeof(struct tide__board_op), &two_phase_vtbl, NULL, NULL};

@@ -1,0 +1,44 @@
+/* board_bcast.c - broadcast on boards (board.h): the root publishes the
+ * vector, the others a header only.  A reader waits for the root's flag
+ * and copies; the root waits for every reader's header, which tells it
+ * they all called the same broadcast (two ranks that both think they are
+ * the root would otherwise both return at once), and that the slot it
+ * keeps until its next-but-one publication is the only copy they need. */
+#include "collectives/board.h"
+
+static bool is_root(const struct tide__board_op *op)
+{
+    return op->me == op->c.root;
+}
+
+static size_t root_data(struct tide__board_op *op, const void **src)
+{
+    *src = op->c.recvbuf;
+    return is_root(op) ? op->c.count * op->c.esize : 0;
+}
+
+static bool reader(const struct tide__board_op *op)
+{
+    return !is_root(op);
+}
+
+static void copy_out(struct tide__board_op *op)
+{
+    struct tide__coll *c = &op->c;
+    if (!is_root(op))
+        tide__coll_copy(c, c->recvbuf, op->parts[c->root], c->count * c->esize);
+    tide__coll_succeed(c);
+}
+
+static const struct tide__board_algo hooks = {root_data, reader, copy_out, NULL};
+
+static void start(tide_req *req)
+{
+    tide__board_start((struct tide__board_op *)req, &hooks);
+}
+
+static const struct tide__op_vtbl vtbl = {"collective", start, tide__board_step,
+                                          tide__board_release, tide__board_describe};
+
+const struct tide__algo tide__algo_board_bcast = {"board", sizeof(struct tide__board_op), &vtbl,
+                                                  NULL, NULL};

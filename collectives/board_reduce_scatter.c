@@ -1,0 +1,34 @@
+/* board_reduce_scatter.c - reduce-scatter on boards (board.h): every
+ * rank publishes its whole input, then reduces its own block from all
+ * of them, in rank order, into recvbuf (which holds only that block). */
+#include "collectives/board.h"
+
+static size_t whole(struct tide__board_op *op, const void **src)
+{
+    *src = op->c.sendbuf;
+    return op->c.count * op->c.esize;
+}
+
+static void reduce_block(struct tide__board_op *op)
+{
+    struct tide__coll *c = &op->c;
+    size_t at = tide__blk_off(c, op->me) * c->esize, len = tide__blk_len(c, op->me);
+    tide__coll_reduce(c, c->recvbuf, op->parts[0] + at, op->parts[1] + at, len);
+    for (int q = 2; q < op->n; q++)
+        tide__coll_reduce(c, c->recvbuf, c->recvbuf, op->parts[q] + at, len);
+    tide__coll_avg(c, c->recvbuf, len);
+    tide__coll_succeed(c);
+}
+
+static const struct tide__board_algo hooks = {whole, NULL, reduce_block, NULL};
+
+static void start(tide_req *req)
+{
+    tide__board_start((struct tide__board_op *)req, &hooks);
+}
+
+static const struct tide__op_vtbl vtbl = {"collective", start, tide__board_step,
+                                          tide__board_release, tide__board_describe};
+
+const struct tide__algo tide__algo_board_reduce_scatter = {
+    "board", sizeof(struct tide__board_op), &vtbl, NULL, NULL};

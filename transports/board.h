@@ -1,0 +1,85 @@
+/* board.h - the boards of a rank's board area: where collectives on one
+ * host publish small vectors for every peer to read in place
+ * (collectives/board.c), laid out alike by every transport that offers
+ * an area (transport.h: board_at): shared memory and the simulator.
+ *
+ * One board per communicator and rank.  A directory of keys at the
+ * start of the area says which communicator holds which board; a peer
+ * finds ours by scanning for the key, so no message need say where it
+ * is.  Only the owner writes its area; peers map it read-only.
+ *
+ *   area   directory: BOARD_COUNT x _Atomic u64 key (0: free), a page
+ *          boards 0..BOARD_COUNT-1, BOARD_STRIDE bytes each:
+ *   +0     posted  u64: my part of collective `seq` is published
+ *   +128   reduced u64: my reduced share of `seq` is in my slot
+ *   +256   done    u64: every board collective <= seq has ended here
+ *   +512   slot 0 header (struct board_slot_head), +640 slot 1 header
+ *   +1024  slot 0 data (BOARD_SLOT bytes), then slot 1 data
+ *
+ * The words sit 128 bytes apart because adjacent-line prefetchers fetch
+ * cache lines in pairs: a word a peer spins on shares no pair with one
+ * we store to.  Every word holds a collective's sequence number (they
+ * start at 1; 0 is "none yet"), so a dump reads "rank 3's board shows
+ * seq 41". */
+#ifndef TIDE_BOARD_H
+#define TIDE_BOARD_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transports/frame.h"
+
+#define BOARD_COUNT 256
+#define BOARD_SLOT ((size_t)64 << 10)
+#define BOARD_DIR_BYTES ((size_t)4096)
+#define BOARD_HEAD_BYTES ((size_t)1024)
+#define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT) /* a page multiple */
+#define BOARD_AREA_BYTES (BOARD_DIR_BYTES + (size_t)BOARD_COUNT * BOARD_STRIDE)
+
+struct board_slot_head {
+    _Atomic uint64_t seq;   /* the collective whose part the slot holds */
+    struct tide__frame sig; /* its signature, as the publisher called it */
+    uint8_t pad[128 - 8 - sizeof(struct tide__frame)];
+};
+
+struct board {
+    _Atomic uint64_t posted;
+    uint8_t pad0[120];
+    _Atomic uint64_t reduced;
+    uint8_t pad1[120];
+    _Atomic uint64_t done;
+    uint8_t pad2[248];
+    struct board_slot_head head[2];
+    uint8_t pad3[BOARD_HEAD_BYTES - 512 - 2 * 128];
+    uint8_t data[2][BOARD_SLOT];
+};
+
+_Static_assert(sizeof(struct board) == BOARD_STRIDE, "board layout");
+_Static_assert(BOARD_COUNT * sizeof(uint64_t) <= BOARD_DIR_BYTES, "board directory");
+
+static inline _Atomic uint64_t *board_dir(uint8_t *area)
+{
+    return (_Atomic uint64_t *)area;
+}
+
+static inline struct board *board_at_index(uint8_t *area, int i)
+{
+    return (struct board *)(area + BOARD_DIR_BYTES + (size_t)i * BOARD_STRIDE);
+}
+
+/* The board keyed `key` in an area, or NULL if it has none (yet).  Probes
+ * from key % BOARD_COUNT, as the claim does; never reads past the area
+ * whatever the directory holds. */
+static inline struct board *board_find(uint8_t *area, uint64_t key)
+{
+    _Atomic uint64_t *dir = board_dir(area);
+    for (int k = 0; k < BOARD_COUNT; k++) {
+        int i = (int)((key + (uint64_t)k) % BOARD_COUNT);
+        if (atomic_load_explicit(&dir[i], memory_order_acquire) == key)
+            return board_at_index(area, i);
+    }
+    return NULL;
+}
+
+#endif
