@@ -130,6 +130,54 @@ static const struct tide__algo *staged(uint8_t kind, int n, size_t bytes)
     }
 }
 
+/* Boards (board.h) for small vectors on one host.  Measured here
+ * (2026-11-26, tide-perf, 2 ranks on the 2 cores and 4 sharing them,
+ * against the message algorithms in the same runs):
+ *   all-reduce   2 ranks 8 B 1.2-1.4 us against 1.9, 8 KiB 4.1-4.9
+ *                against 4.3, 32 KiB 11.4-11.9 against 9.7-11; 4 ranks
+ *                8 B 5.2 against 9.3, 4 KiB 7.7 against 17.6, 32 KiB
+ *                one-shot 30.4, two-phase 21.6, recursive doubling 38.5.
+ *                One-shot reads (n - 1) N bytes, two-phase about 2N and
+ *                waits twice: one-shot while (n - 2) N <= 32 KiB (the
+ *                cost model of docs/small-messages.md), two-phase above;
+ *   all-gather   2 ranks 8 B 1.1 against 2.0, 32 KiB 5.7 against 6.9;
+ *                4 ranks 4 KiB 5.6 against 17.8;
+ *   reduce-scatter  2 ranks 8 B 1.1 against 1.9; 4 ranks 4 KiB 6.9
+ *                against 24.9, 32 KiB 14.7 against 28.4;
+ *   broadcast    2 ranks 8 B 1.2-1.4 against 1.2 (the root waits for
+ *                every reader's header; the tree's root waits for
+ *                nothing), 4 KiB 1.8 against 3.5, 32 KiB 4.7 against
+ *                3.6; 4 ranks 8 B 5.2-6.5 against 3.6-4.4, 4 KiB 5.9
+ *                against 10.1, 32 KiB 12.5 against 27.0.  So from 1 KiB
+ *                (and at every size from 8 ranks, where a tree has three
+ *                rounds or more); on 2 ranks to 16 KiB.
+ * 8-16 ranks are still to be measured on a many-core host
+ * (tools/device_compare.sh). */
+static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, size_t bytes)
+{
+    int n = comm->size;
+    if (!tide__board_fits(kind, comm, bytes))
+        return NULL;
+    switch (kind) {
+    case TIDE_KIND_ALLREDUCE:
+        if (n == 2)
+            return bytes <= (16u << 10) ? &tide__algo_board_allreduce : NULL;
+        if (bytes * (size_t)(n - 2) <= (32u << 10))
+            return &tide__algo_board_allreduce;
+        return &tide__algo_board_rsag_allreduce;
+    case TIDE_KIND_ALLGATHER:
+        return bytes < stage_from(kind, n) ? &tide__algo_board_allgather : NULL;
+    case TIDE_KIND_REDUCE_SCATTER:
+        return &tide__algo_board_reduce_scatter;
+    case TIDE_KIND_BROADCAST:
+        if (n == 2 && bytes > (16u << 10))
+            return NULL;
+        return bytes >= (1u << 10) || n >= 8 ? &tide__algo_board_bcast : NULL;
+    default:
+        return NULL;
+    }
+}
+
 /* Across hosts, the hierarchical all-reduce crosses the network once
  * per slice, in log2 H rounds or fewer, where recursive doubling and
  * Rabenseifner cross it in up to log2 n rounds: from 16 KiB to 64 KiB
@@ -157,6 +205,8 @@ static const struct tide__algo *by_size(uint8_t kind, const tide_comm *comm, siz
 {
     int n = comm->size;
     const struct tide__algo *fast = comm->shared ? staged(kind, n, bytes) : NULL;
+    if (!fast && comm->shared)
+        fast = on_board(kind, comm, bytes);
     if (fast)
         return fast;
     if (kind == TIDE_KIND_ALLREDUCE && tide__comm_hierarchical(comm) && hier_pays(comm, bytes))

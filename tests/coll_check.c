@@ -31,14 +31,16 @@ void coll_end_of_body(void)
  * reduce_scatter and selects among the same two. */
 const struct family coll_families[C_COUNT] = {
     [C_ALLREDUCE] = {"allreduce", "TIDE_ALGO_ALLREDUCE",
-                     {"ring", "recursive_doubling", "rabenseifner", "shm", "hier"}, true},
-    [C_BROADCAST] = {"broadcast", "TIDE_ALGO_BROADCAST", {"binomial", "chain", NULL, "shm"}, false},
+                     {"ring", "recursive_doubling", "rabenseifner", "shm", "hier", "board",
+                      "board_rsag"}, true},
+    [C_BROADCAST] = {"broadcast", "TIDE_ALGO_BROADCAST",
+                     {"binomial", "chain", NULL, "shm", NULL, "board"}, false},
     [C_REDUCE] = {"reduce", "TIDE_ALGO_REDUCE", {"binomial"}, true},
     [C_ALLGATHER] = {"allgather", "TIDE_ALGO_ALLGATHER",
-                     {"ring", "bruck", "recursive_doubling", "shm"}, false},
+                     {"ring", "bruck", "recursive_doubling", "shm", NULL, "board"}, false},
     [C_ALLGATHERV] = {"allgatherv", "TIDE_ALGO_ALLGATHERV", {"ring"}, false},
     [C_REDUCE_SCATTER] = {"reduce_scatter", "TIDE_ALGO_REDUCE_SCATTER",
-                          {"ring", "recursive_halving"}, true},
+                          {"ring", "recursive_halving", NULL, NULL, NULL, "board"}, true},
     [C_REDUCE_SCATTERV] = {"reduce_scatterv", "TIDE_ALGO_REDUCE_SCATTERV",
                            {"ring", "recursive_halving"}, true},
     [C_GATHER] = {"gather", "TIDE_ALGO_GATHER", {"binomial"}, false},
@@ -73,6 +75,21 @@ static bool is_pow2(int n)
  * override (or recursive doubling of an all-gather over a group that is
  * not a power of two gave way).  A group of one is exempt: it runs no
  * algorithm at all, and tide_req_algorithm names the one used. */
+/* Whether k fits a board (transports/board.h: 64 KiB slots; an
+ * all-gather's slot holds one block) among ranks that share memory (the
+ * tests' default transport, unless ranks are spread over test hosts).
+ * A forced board that does not fit gives way. */
+static bool board_fits(const struct ccase *k, int n)
+{
+    size_t use = k->count * tide_dtype_size(k->dtype);
+    if (k->coll == C_REDUCE_SCATTER)
+        use *= (size_t)n;
+    const char *hosts = getenv("TIDE_TEST_HOST_SIZE");
+    const char *tp = getenv("TIDE_TRANSPORT");
+    bool shared = !(hosts && *hosts) && !(tp && !strcmp(tp, "tcp"));
+    return shared && n >= 2 && use <= (64u << 10);
+}
+
 static void check_algorithm(const struct ccase *k, int n)
 {
     const struct family *f = &coll_families[k->coll];
@@ -82,13 +99,14 @@ static void check_algorithm(const struct ccase *k, int n)
     const char *want = getenv(f->env);
     bool gave_way = want && k->coll == C_ALLGATHER && !strcmp(want, "recursive_doubling") &&
                     !is_pow2(n);
+    gave_way |= want && !strncmp(want, "board", 5) && !board_fits(k, n);
     if (want && !gave_way) {
         CHECK(!strcmp(used_algo, want), "%s: tide_req_algorithm is not %s", coll_describe(k, n),
               want);
         return;
     }
     bool known = false;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 7; i++)
         known |= f->algos[i] && !strcmp(used_algo, f->algos[i]);
     CHECK(known && !(gave_way && !strcmp(used_algo, want)),
           "%s: tide_req_algorithm is not one of the collective's algorithms%s", coll_describe(k, n),
@@ -695,8 +713,9 @@ uint64_t coll_hash(const void *buf, size_t len)
 
 /* ---- the parent: set the algorithms, run the ranks ---- */
 
-static const char *const set_names[4] = {"first algorithms", "second algorithms",
-                                         "third algorithms", "no override"};
+static const char *const set_names[6] = {"first algorithms", "second algorithms",
+                                         "third algorithms", "no override",
+                                         "board algorithms", "two-phase boards"};
 
 /* Force the set-th algorithm of every collective that has one (3, or a
  * collective with fewer: no override; -1: leave the environment alone). */
@@ -706,8 +725,11 @@ static void apply_set(int set)
         const struct family *f = &coll_families[c];
         if (!f->env)
             continue;
-        if (set < 3 && f->algos[set])
-            setenv(f->env, f->algos[set], 1);
+        const char *name = set < 3 ? f->algos[set] : NULL;
+        if (set >= 4)
+            name = set == 5 && f->algos[6] ? f->algos[6] : f->algos[5];
+        if (name)
+            setenv(f->env, name, 1);
         else
             unsetenv(f->env);
     }

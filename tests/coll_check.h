@@ -40,10 +40,12 @@ enum coll {
 struct family {
     const char *name;
     const char *env;       /* TIDE_ALGO_..., NULL: no choice */
-    const char *algos[5];  /* the names tide.h lists; the sets force the first three
+    const char *algos[7];  /* the names tide.h lists; the sets force the first three
                               (shm, the staged algorithm, runs by default where
                               every pair of ranks shares memory; hier where the
-                              ranks are spread evenly over test hosts) */
+                              ranks are spread evenly over test hosts), then
+                              the boards: set 4 forces index 5, set 5 index 6
+                              (or 5 where a family has no 6) */
     bool reduces;
 };
 
@@ -69,7 +71,8 @@ enum { MAXN = 64, GUARD = 64, FILL = 0xa5 };
 
 /* Which small cases coll_run_small_cases runs. */
 struct plan {
-    int set;    /* which algorithm of each collective was forced (3: none) */
+    int set;    /* which algorithm of each collective was forced (3: none;
+                   4 and 5: the boards) */
     bool full;  /* the whole dtype x op product, else a rotating fifth */
     bool big;   /* the 300000-element cases */
 };
