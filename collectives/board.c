@@ -512,11 +512,12 @@ void tide__board_release(tide_req *req)
 void tide__board_describe(const tide_req *req, char *buf, size_t len)
 {
     const struct tide__board_op *op = (const struct tide__board_op *)req;
-    static const char *const what[] = {
-        "the gate (the previous board collective, peers done with our slot)",
-        "peers' parts to be posted", "peers' reduced shares",
-        "a peer's account of why it skipped this collective"};
-    snprintf(buf, len, "board, waiting for %s", what[op->phase < 4 ? op->phase : 0]);
+    static const char *const where[] = {
+        "its gate (the board collective before it, peers done with our slot)",
+        "its read (not every part it reads is posted)",
+        "its second read (not every reduced share is posted)",
+        "a part a peer skipped (waiting for that peer's account)"};
+    snprintf(buf, len, "%s", where[op->phase < 4 ? op->phase : 0]);
 }
 
 bool tide__board_fits(uint8_t kind, const tide_comm *comm, size_t bytes)

@@ -352,7 +352,7 @@ static void fail_from_msg(tide_req *req, tide__msg *m)
     struct tide__transport *tp = req->ctx->tp;
     const char *why = tp->ops->peer_reason(tp, m->peer);
     const char *dir = m->dir == TIDE_MSG_SEND    ? "send to"
-                      : m->dir == TIDE_MSG_WATCH ? "waiting on the board of"
+                      : m->dir == TIDE_MSG_WATCH ? "waiting for the board flag from"
                                                  : "receive from";
     if (m->status == TIDE_EPEER)
         req->lost = m->peer + 1; /* the origin that poison frames carry on */

@@ -104,7 +104,8 @@ static void stopped_body(tide_comm *comm, void *arg)
     EXPECT(strstr(msg, "no data yet from rank") || strstr(msg, "sends not taken by rank"),
            "the error does not say what it waits for: %s", msg);
     EXPECT(strstr(msg, "allreduce of 8 int32 (sum)") && strstr(msg, "on comm 1, 32 bytes") &&
-               strstr(msg, " round ") && strstr(msg, "algorithm "),
+               (strstr(msg, " round ") || strstr(msg, "algorithm board at its ")) &&
+               strstr(msg, "algorithm "),
            "the error does not describe the operation: %s", msg);
     char want[40];
     snprintf(want, sizeof want, "no data yet from rank %d", v);
@@ -147,7 +148,8 @@ static int first_rank_named(const char *msg)
     p += 3;
     if (sscanf(p, "rank %d was lost", &k) == 1)
         return k;
-    if (sscanf(p, "send to rank %d", &k) == 1 || sscanf(p, "receive from rank %d", &k) == 1)
+    if (sscanf(p, "send to rank %d", &k) == 1 || sscanf(p, "receive from rank %d", &k) == 1 ||
+        sscanf(p, "waiting for the board flag from rank %d", &k) == 1)
         return k;
     return -1;
 }

@@ -245,7 +245,7 @@ static void analyse_comm(struct job *j, const struct doc_comm *any)
 }
 
 /* The rank a loss error names first: "rank 3 was lost", or the peer of
- * the failed send or receive.  -1 when msg is no loss. */
+ * the failed send, receive or board flag (collectives/board.c).  -1 when msg is no loss. */
 static int lost_rank(const char *msg)
 {
     const char *p = strstr(msg, "): ");
@@ -254,7 +254,8 @@ static int lost_rank(const char *msg)
         return -1;
     p += 3;
     if (sscanf(p, "rank %d was lost", &k) == 1 || sscanf(p, "send to rank %d", &k) == 1 ||
-        sscanf(p, "receive from rank %d", &k) == 1)
+        sscanf(p, "receive from rank %d", &k) == 1 ||
+        sscanf(p, "waiting for the board flag from rank %d", &k) == 1)
         return k;
     return -1;
 }

@@ -1,0 +1,297 @@
+/* test_board_shm.c - the board collectives (collectives/board.h) over
+ * shared memory, beyond the collectives matrix (which forces them on 2,
+ * 3, 4 and 8 ranks): many in flight on several communicators between
+ * message collectives, more communicators made and freed than a rank has
+ * boards, a rank killed while its peers wait on its flag, a late rank,
+ * mismatched calls between two boards and between a board and a
+ * message algorithm, and 16 ranks (oversubscribed here). */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "tests/harness.h"
+
+static int run_on_shm(int n, double timeout_s, harness_body body, void *arg)
+{
+    struct harness_opts o;
+    harness_defaults(&o);
+    o.timeout_s = timeout_s;
+    o.run_limit_s = 120;
+    if (n > 2)
+        o.spin_us = 0; /* more ranks than cores */
+    setenv("TIDE_TRANSPORT", "shm", 1);
+    int failed = harness_run(n, &o, body, arg);
+    unsetenv("TIDE_TRANSPORT");
+    return failed;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void expect_algo(tide_req *req, const char *want)
+{
+    EXPECT(!strcmp(tide_req_algorithm(req), want), "ran %s, not %s", tide_req_algorithm(req),
+           want);
+}
+
+/* ---- many in flight ---- */
+
+#define FLIGHT 100
+
+/* FLIGHT small all-reduces posted at once on world and on two halves,
+ * with a large one (a message algorithm) between every tenth: each
+ * board collective waits its turn on its communicator, and every result
+ * is right. */
+static void in_flight_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    tide_comm *half = NULL, *odd = NULL;
+    EXPECT_OK(tide_comm_split(world, r % 2, r, &half));
+    EXPECT_OK(tide_comm_split(world, r < n / 2, -r, &odd));
+    tide_comm *comms[3] = {world, half, odd};
+    static int32_t in[3][FLIGHT][5], out[3][FLIGHT][5];
+    static float big_in[FLIGHT / 10][200000], big_out[FLIGHT / 10][200000];
+    tide_req *req[3][FLIGHT], *big[FLIGHT / 10];
+    for (int i = 0; i < FLIGHT; i++) {
+        for (int c = 0; c < 3; c++) {
+            for (int e = 0; e < 5; e++)
+                in[c][i][e] = tide_comm_rank(comms[c]) * 1000 + i * 5 + e;
+            EXPECT_OK(tide_iallreduce(comms[c], in[c][i], out[c][i], 5, TIDE_INT32, TIDE_SUM,
+                                      &req[c][i]));
+        }
+        if (i % 10 == 0) {
+            for (int e = 0; e < 200000; e++)
+                big_in[i / 10][e] = (float)(r + e % 7);
+            EXPECT_OK(tide_iallreduce(world, big_in[i / 10], big_out[i / 10], 200000,
+                                      TIDE_FLOAT32, TIDE_SUM, &big[i / 10]));
+        }
+    }
+    for (int c = 0; c < 3; c++) {
+        int m = tide_comm_size(comms[c]);
+        for (int i = 0; i < FLIGHT; i++) {
+            EXPECT_OK(tide_wait(req[c][i], -1));
+            expect_algo(req[c][i], "board");
+            tide_req_free(req[c][i]);
+            for (int e = 0; e < 5; e++)
+                EXPECT(out[c][i][e] == 1000 * m * (m - 1) / 2 + m * (i * 5 + e),
+                       "comm %d op %d element %d: %d", c, i, e, out[c][i][e]);
+        }
+    }
+    for (int i = 0; i < FLIGHT / 10; i++) {
+        EXPECT_OK(tide_wait(big[i], -1));
+        EXPECT(strncmp(tide_req_algorithm(big[i]), "board", 5) != 0, "800 KB ran on a board");
+        tide_req_free(big[i]);
+        for (int e = 0; e < 200000; e += 999)
+            EXPECT(big_out[i][e] == (float)(n * (n - 1) / 2 + n * (e % 7)), "big %d elem %d", i,
+                   e);
+    }
+    EXPECT_OK(tide_comm_free(half));
+    EXPECT_OK(tide_comm_free(odd));
+}
+
+static void many_in_flight_on_three_comms(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm(4, 30, in_flight_body, NULL), 0);
+}
+
+/* ---- more communicators than boards ---- */
+
+/* 600 communicators, each made, used for board collectives of all four
+ * kinds and freed: boards of freed ones are reused (a rank has 256), and
+ * never while a former peer may still read them. */
+static void churn_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    for (int k = 0; k < 600; k++) {
+        tide_comm *c = NULL;
+        EXPECT_OK(tide_comm_split(world, 0, (r + k) % n, &c));
+        int m = tide_comm_size(c), cr = tide_comm_rank(c);
+        int64_t v = cr + k, sum = -1, all[8] = {0}, rs_in[8], rs = -1, b = cr == k % m ? k : -1;
+        tide_req *req;
+        EXPECT_OK(tide_iallreduce(c, &v, &sum, 1, TIDE_INT64, TIDE_SUM, &req));
+        EXPECT_OK(tide_wait(req, -1));
+        expect_algo(req, "board");
+        tide_req_free(req);
+        EXPECT(sum == (int64_t)m * (m - 1) / 2 + (int64_t)m * k, "comm %d: sum %lld", k,
+               (long long)sum);
+        EXPECT_OK(tide_allgather(c, &v, all, 1, TIDE_INT64));
+        for (int q = 0; q < m; q++)
+            EXPECT(all[q] == q + k, "comm %d: all-gather block %d is %lld", k, q,
+                   (long long)all[q]);
+        for (int q = 0; q < m; q++)
+            rs_in[q] = q * 10 + cr;
+        EXPECT_OK(tide_reduce_scatter(c, rs_in, &rs, 1, TIDE_INT64, TIDE_SUM));
+        EXPECT(rs == (int64_t)cr * 10 * m + (int64_t)m * (m - 1) / 2, "comm %d: rs %lld", k,
+               (long long)rs);
+        setenv("TIDE_ALGO_BROADCAST", "board", 1);
+        EXPECT_OK(tide_broadcast(c, &b, 1, TIDE_INT64, k % m));
+        unsetenv("TIDE_ALGO_BROADCAST");
+        EXPECT(b == k, "comm %d: broadcast gave %lld", k, (long long)b);
+        EXPECT_OK(tide_comm_free(c));
+    }
+}
+
+static void more_communicators_than_boards(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm(3, 30, churn_body, NULL), 0);
+}
+
+/* ---- a rank killed while its peers wait on its flag ---- */
+
+static void killed_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world);
+    int32_t v = r, s;
+    EXPECT_OK(tide_allreduce(world, &v, &s, 1, TIDE_INT32, TIDE_SUM));
+    if (r == 2) {
+        raise(SIGKILL);
+        return;
+    }
+    double t0 = now_s();
+    tide_req *req;
+    EXPECT_OK(tide_iallreduce(world, &v, &s, 1, TIDE_INT32, TIDE_SUM, &req));
+    int rc = tide_wait(req, -1);
+    EXPECT(rc == TIDE_EPEER, "the all-reduce with a dead peer returned %s (%s)",
+           tide_err_name(rc), tide_req_message(req));
+    expect_algo(req, "board");
+    tide_req_free(req);
+    EXPECT(now_s() - t0 < 5.0, "noticing the dead rank took %.1f s", now_s() - t0);
+    rc = tide_allreduce(world, &v, &s, 1, TIDE_INT32, TIDE_SUM);
+    EXPECT(rc != 0, "an all-reduce after the loss succeeded");
+}
+
+static void rank_killed_while_peers_wait(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm(4, 30, killed_body, NULL), 1); /* the killed rank */
+}
+
+/* ---- a late rank: the deadline, then the communicator still works ---- */
+
+static void late_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    int32_t v = r + 1, s = 0;
+    if (r == 1) {
+        usleep(1500 * 1000); /* past the others' 0.5 s deadline */
+    } else {
+        tide_req *req;
+        EXPECT_OK(tide_iallreduce(world, &v, &s, 1, TIDE_INT32, TIDE_SUM, &req));
+        int rc = tide_wait(req, -1);
+        EXPECT(rc == TIDE_ETIMEDOUT, "waiting for the late rank returned %s",
+               tide_err_name(rc));
+        EXPECT(strstr(tide_req_message(req), "board") && strstr(tide_req_message(req), "rank 1"),
+               "the deadline's account names neither the board nor rank 1: %s",
+               tide_req_message(req));
+        tide_req_free(req);
+        usleep(1200 * 1000); /* the late rank is on its way: meet it within a deadline */
+    }
+    /* The late rank skips the failed collective: its next is the
+     * others' next too only after it calls the one they failed. */
+    if (r == 1) {
+        int rc = tide_allreduce(world, &v, &s, 1, TIDE_INT32, TIDE_SUM);
+        EXPECT(rc != 0, "the collective its peers gave up on succeeded late");
+    }
+    EXPECT_OK(tide_barrier(world));
+    for (int k = 0; k < 20; k++) {
+        int32_t x = r + k, sum = 0;
+        EXPECT_OK(tide_allreduce(world, &x, &sum, 1, TIDE_INT32, TIDE_SUM));
+        EXPECT(sum == n * (n - 1) / 2 + n * k, "after the failure: %d", sum);
+    }
+}
+
+static void late_rank_then_still_works(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm(3, 0.5, late_body, NULL), 0);
+}
+
+/* ---- mismatched calls ---- */
+
+/* arg: 0 two boards with different counts; 1 a board against a message
+ * algorithm (the last rank's vector too large for a board). */
+static void mismatch_body(tide_comm *world, void *arg)
+{
+    int how = *(int *)arg;
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    static float in[100000], out[100000];
+    size_t count = r != n - 1 ? 4 : how == 0 ? 8 : 100000;
+    int rc = tide_allreduce(world, in, out, count, TIDE_FLOAT32, TIDE_SUM);
+    EXPECT(rc == TIDE_EMISMATCH, "a mismatched all-reduce returned %s", tide_err_name(rc));
+    EXPECT_OK(tide_barrier(world));
+    float x = 1, y = 0;
+    EXPECT_OK(tide_allreduce(world, &x, &y, 1, TIDE_FLOAT32, TIDE_SUM));
+    EXPECT(y == (float)n, "after the mismatch: %g", (double)y);
+}
+
+static void mismatch_between_boards(void **state)
+{
+    (void)state;
+    int how = 0;
+    assert_int_equal(run_on_shm(3, 10, mismatch_body, &how), 0);
+}
+
+static void mismatch_board_against_messages(void **state)
+{
+    (void)state;
+    int how = 1;
+    assert_int_equal(run_on_shm(3, 10, mismatch_body, &how), 0);
+}
+
+/* ---- 16 ranks ---- */
+
+static void sixteen_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    for (int k = 0; k < 10; k++) {
+        double v = r * 0.5 + k, s = 0;
+        tide_req *req;
+        EXPECT_OK(tide_iallreduce(world, &v, &s, 1, TIDE_FLOAT64, TIDE_SUM, &req));
+        EXPECT_OK(tide_wait(req, -1));
+        expect_algo(req, "board");
+        tide_req_free(req);
+        EXPECT(s == 0.5 * n * (n - 1) / 2 + (double)n * k, "16 ranks: %g", s);
+        int32_t blocks[16], mine = r * 3 + k;
+        EXPECT_OK(tide_allgather(world, &mine, blocks, 1, TIDE_INT32));
+        for (int q = 0; q < n; q++)
+            EXPECT(blocks[q] == q * 3 + k, "16 ranks: block %d is %d", q, blocks[q]);
+    }
+}
+
+static void sixteen_ranks(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm(16, 60, sixteen_body, NULL), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(many_in_flight_on_three_comms),
+        cmocka_unit_test(more_communicators_than_boards),
+        cmocka_unit_test(rank_killed_while_peers_wait),
+        cmocka_unit_test(late_rank_then_still_works),
+        cmocka_unit_test(mismatch_between_boards),
+        cmocka_unit_test(mismatch_board_against_messages),
+        cmocka_unit_test(sixteen_ranks),
+    };
+    return cmocka_run_group_tests_name("board collectives over shared memory", tests, NULL, NULL);
+}
