@@ -504,6 +504,12 @@ void tide__board_release(tide_req *req)
         if (!bc->first)
             bc->last = NULL;
         atomic_store_explicit(&bc->mine->done, bc->done, memory_order_release);
+        /* The next one here may wait at its gate for this `done`: a
+         * transport that learns of stores only when told (the simulator)
+         * must look at our own watches again. */
+        struct tide__transport *tp = req->ctx->tp;
+        if (bc->first)
+            tp->ops->board_raise(tp, &bc->world[bc->me], 1);
         op->bc = NULL;
     }
     tide__coll_release(req);
