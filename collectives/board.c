@@ -39,6 +39,7 @@ struct tide__board_comm {
     int *world;                  /* [n] members' world ranks */
     int *others;                 /* [n - 1] the peers' world ranks, for doorbells */
     struct board **peer;         /* [n] each member's board; NULL until found */
+    _Atomic uint64_t **peer_key; /* [n] its directory entry, which must still say key */
     int found;                   /* peers whose board we found */
     bool saw_all;
     uint64_t last_pub;           /* our last publication's sequence */
@@ -112,7 +113,8 @@ static bool reusable(struct tide__ctx *ctx, const struct claim *e)
         if (w == ctx->rank || tp->ops->peer_reason(tp, w))
             continue;
         uint8_t *area = tp->ops->board_at(tp, w);
-        struct board *b = area ? board_find(area, e->key) : NULL;
+        int at = area ? board_find(area, e->key) : -1;
+        struct board *b = at >= 0 ? board_at_index(area, at) : NULL;
         if (!b && !e->saw_all)
             return false;
         if (b && atomic_load_explicit(&b->done, memory_order_acquire) < e->last)
@@ -175,6 +177,7 @@ static void comm_board_free(tide_comm *comm)
     pthread_mutex_unlock(&t->lock);
     free(bc->others);
     free(bc->peer);
+    free(bc->peer_key);
     free(bc);
     comm->board = NULL;
 }
@@ -185,10 +188,12 @@ static struct tide__board_comm *comm_board_new(tide_comm *comm)
     int n = comm->size;
     if (!bc || !(bc->world = malloc((size_t)n * sizeof *bc->world)) ||
         !(bc->others = malloc((size_t)n * sizeof *bc->others)) ||
-        !(bc->peer = calloc((size_t)n, sizeof *bc->peer))) {
+        !(bc->peer = calloc((size_t)n, sizeof *bc->peer)) ||
+        !(bc->peer_key = calloc((size_t)n, sizeof *bc->peer_key))) {
         if (bc) {
             free(bc->world);
             free(bc->others);
+            free(bc->peer);
         }
         free(bc);
         return NULL;
@@ -231,6 +236,7 @@ static struct tide__board_comm *board_of(tide_req *req)
         free(bc->world);
         free(bc->others);
         free(bc->peer);
+        free(bc->peer_key);
         free(bc);
         tide__req_fail(req, TIDE_ENOMEM, "all %d boards of this rank are held by communicators "
                        "that are alive (or whose peers still use them): free some",
@@ -259,11 +265,14 @@ static struct board *peer_board(struct tide__board_comm *bc, int q)
         return bc->peer[q];
     struct tide__transport *tp = bc->ctx->tp;
     uint8_t *area = tp->ops->board_at(tp, bc->world[q]);
-    struct board *b = area ? board_find(area, bc->key) : NULL;
-    if (b && ++bc->found == bc->n - 1)
+    int at = area ? board_find(area, bc->key) : -1;
+    if (at < 0)
+        return NULL;
+    if (++bc->found == bc->n - 1)
         bc->saw_all = true;
-    bc->peer[q] = b;
-    return b;
+    bc->peer_key[q] = &board_dir(area)[at];
+    bc->peer[q] = board_at_index(area, at);
+    return bc->peer[q];
 }
 
 static bool gate_ready(struct tide__board_op *op, int *peer)
@@ -376,6 +385,15 @@ static bool take_part(struct tide__board_op *op, int q)
             theirs.comm_id = op->c.req.comm->id;
             theirs.seq = seq;
             tide__fail_mismatch(&op->c.req, op->bc->world[q], &theirs);
+            return false;
+        }
+        /* Still its board for this communicator: a peer that freed it
+         * (a misuse: we call a collective it never will) may have given
+         * the board to another, whose part this is not. */
+        if (load(op->bc->peer_key[q]) != op->bc->key) {
+            tide__req_fail(&op->c.req, TIDE_EMISMATCH, "rank %d no longer holds this "
+                           "communicator's board: it freed the communicator",
+                           op->bc->world[q]);
             return false;
         }
         op->parts[q] = b->data[k];

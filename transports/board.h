@@ -68,18 +68,18 @@ static inline struct board *board_at_index(uint8_t *area, int i)
     return (struct board *)(area + BOARD_DIR_BYTES + (size_t)i * BOARD_STRIDE);
 }
 
-/* The board keyed `key` in an area, or NULL if it has none (yet).  Probes
- * from key % BOARD_COUNT, as the claim does; never reads past the area
- * whatever the directory holds. */
-static inline struct board *board_find(uint8_t *area, uint64_t key)
+/* The entry of the board keyed `key` in an area, or -1 if it has none
+ * (yet).  Probes from key % BOARD_COUNT, as the claim does; never reads
+ * past the area whatever the directory holds. */
+static inline int board_find(uint8_t *area, uint64_t key)
 {
     _Atomic uint64_t *dir = board_dir(area);
     for (int k = 0; k < BOARD_COUNT; k++) {
         int i = (int)((key + (uint64_t)k) % BOARD_COUNT);
         if (atomic_load_explicit(&dir[i], memory_order_acquire) == key)
-            return board_at_index(area, i);
+            return i;
     }
-    return NULL;
+    return -1;
 }
 
 #endif
