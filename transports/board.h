@@ -34,7 +34,7 @@
 #define BOARD_SLOT ((size_t)64 << 10)
 #define BOARD_DIR_BYTES ((size_t)4096)
 #define BOARD_HEAD_BYTES ((size_t)1024)
-#define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT) /* a page multiple */
+#define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT) /* keeps every board 1 KiB-aligned */
 #define BOARD_AREA_BYTES (BOARD_DIR_BYTES + (size_t)BOARD_COUNT * BOARD_STRIDE)
 
 struct board_slot_head {
