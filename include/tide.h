@@ -549,7 +549,10 @@ TIDE_API int tide_barrier(tide_comm *comm);
  * "recursive_doubling" (small), "shm" (ranks of one host, reading each
  * other's staging memory), "hier" (ranks spread evenly over hosts:
  * reduce-scatter inside each host, all-reduce across, all-gather
- * inside; docs/algorithms.md).
+ * inside; docs/algorithms.md), "board" and "board_rsag" (ranks of one
+ * host, vectors of up to 64 KiB: each rank publishes its vector once in
+ * shared memory and reduces from its peers' in place; one-shot, and
+ * reduce-scatter + all-gather).
  */
 TIDE_API int tide_iallreduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                              tide_dtype dtype, tide_op op, tide_req **req);
@@ -557,7 +560,9 @@ TIDE_API int tide_allreduce(tide_comm *comm, const void *sendbuf, void *recvbuf,
                             tide_dtype dtype, tide_op op);
 
 /* Root's buf (count elements) lands in buf on every rank.  Algorithms:
- * "binomial" (small), "chain" (pipelined chain; large). */
+ * "binomial" (small), "chain" (pipelined chain; large), "shm" (ranks of
+ * one host, large), "board" (ranks of one host, up to 64 KiB: the root
+ * publishes in shared memory, the others copy out). */
 TIDE_API int tide_ibroadcast(tide_comm *comm, void *buf, size_t count, tide_dtype dtype, int root,
                              tide_req **req);
 TIDE_API int tide_broadcast(tide_comm *comm, void *buf, size_t count, tide_dtype dtype, int root);
@@ -573,7 +578,8 @@ TIDE_API int tide_reduce(tide_comm *comm, const void *sendbuf, void *recvbuf, si
 /* Rank r's sendcount elements land at recvbuf + r*sendcount on every
  * rank (recvbuf holds size*sendcount).  TIDE_IN_PLACE: rank r's input is
  * already at its place in recvbuf.  Algorithms: "ring", "bruck",
- * "recursive_doubling" (power-of-two groups). */
+ * "recursive_doubling" (power-of-two groups), "shm" and "board" (ranks
+ * of one host: large vectors, and blocks of up to 64 KiB). */
 TIDE_API int tide_iallgather(tide_comm *comm, const void *sendbuf, void *recvbuf,
                              size_t sendcount, tide_dtype dtype, tide_req **req);
 TIDE_API int tide_allgather(tide_comm *comm, const void *sendbuf, void *recvbuf,
@@ -592,7 +598,8 @@ TIDE_API int tide_allgatherv(tide_comm *comm, const void *sendbuf, void *recvbuf
  * their reduction (elements r*recvcount .. (r+1)*recvcount-1) in recvbuf.
  * TIDE_IN_PLACE: the input is recvbuf (size*recvcount elements) and the
  * result is left at its start, as in MPI.  Algorithms: "ring",
- * "recursive_halving". */
+ * "recursive_halving", "board" (ranks of one host, inputs of up to 64
+ * KiB). */
 TIDE_API int tide_ireduce_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf,
                                   size_t recvcount, tide_dtype dtype, tide_op op, tide_req **req);
 TIDE_API int tide_reduce_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf,
