@@ -267,7 +267,7 @@ static void bad_arguments(tide_comm *comm, void *arg)
 }
 
 /* Thread progress moves data while the caller computes: rank 0 posts a
- * 64 MiB send and then spins for 400 ms without a single tide call; rank
+ * 64 MiB send and then spins for 1 s without a single tide call; rank
  * 1 must have the whole message long before rank 0 looks again. */
 static double mono_s(void)
 {
@@ -287,7 +287,7 @@ static void background_progress(tide_comm *comm, void *arg)
     tide_req *req;
     if (r == 0) {
         EXPECT_OK(tide_isend(comm, buf, bytes, 1, 1, &req));
-        double until = mono_s() + 0.4;
+        double until = mono_s() + 1.0; /* long beside the ~50 ms the bytes take, even on a loaded machine */
         volatile double x = 1;
         while (mono_s() < until)
             x = x * 1.0000001 + 1e-9; /* compute; no tide call */
@@ -297,7 +297,7 @@ static void background_progress(tide_comm *comm, void *arg)
         EXPECT_OK(tide_irecv(comm, buf, bytes, 0, 1, &req));
         EXPECT_OK(tide_wait(req, 5000));
         double took = mono_s() - t0;
-        EXPECT(took < 0.3, "the message took %.3f s: it waited for the sender's compute", took);
+        EXPECT(took < 0.8, "the message took %.3f s: it waited for the sender's compute", took);
         EXPECT(buf[0] == 0x5a && buf[bytes - 1] == 0x5a, "payload");
     }
     tide_req_free(req);

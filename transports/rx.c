@@ -4,9 +4,14 @@
 
 #include <string.h>
 
+size_t tide__rx_held(const struct tide__frame *f)
+{
+    return (size_t)f->len + sizeof(struct tide__unexp);
+}
+
 static void drop(struct tide__rx_pool *pool, struct tide__unexp *ux)
 {
-    pool->bytes -= (size_t)ux->hdr.len;
+    pool->bytes -= tide__rx_held(&ux->hdr);
     tide__unexp_free(ux);
 }
 
@@ -29,12 +34,14 @@ enum tide__rx_routed tide__rx_route(struct tide__rx *rx, struct tide__rx_pool *p
         rx->in_frame = true;
         return TIDE_RX_ROUTED;
     }
-    if (f->len && pool->bytes + f->len > pool->limit && pool->bytes > 0 && !force)
+    /* An empty pool takes any one frame, however large: parking it
+     * could stop the very frames its receiver waits for first. */
+    if (pool->bytes + tide__rx_held(f) > pool->limit && pool->bytes > 0 && !force)
         return TIDE_RX_PARK;
     struct tide__unexp *ux = tide__unexp_new(f, NULL);
     if (!ux)
         return TIDE_RX_NOMEM;
-    pool->bytes += (size_t)f->len;
+    pool->bytes += tide__rx_held(f);
     rx->ux = ux;
     rx->dst = ux->data;
     rx->in_frame = true;

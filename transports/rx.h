@@ -14,12 +14,17 @@
 
 #include "transports/match.h"
 
-/* Payload bytes held as unexpected, per transport.  Past the limit a
- * connection stops reading (it "parks"), so a slow receiver slows its
- * senders instead of growing without bound. */
+/* Memory held by unexpected frames, per transport: each frame's payload
+ * and its bookkeeping (tide__rx_held), so that a flood of empty frames
+ * counts too.  Past the limit a connection stops reading (it "parks"),
+ * so a slow receiver slows its senders instead of growing without
+ * bound. */
 struct tide__rx_pool {
     size_t bytes, limit;
 };
+
+/* What one unexpected frame with header f holds in the pool. */
+size_t tide__rx_held(const struct tide__frame *f);
 
 struct tide__rx {
     struct tide__match mq;   /* posted receives and unexpected frames */
