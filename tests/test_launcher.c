@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@
 enum {
     RUN_TIMEOUT_MS = 30000, /* far beyond any run; a shared 2-core box is slow */
     ALARM_SECONDS = 90,     /* backstop if a helper itself hangs */
-    MAX_ARGS = 16,
+    MAX_ARGS = 32,
     TOKEN_HEX = 64,
 };
 
@@ -351,6 +352,90 @@ static void each_launch_gets_a_new_token(void **state)
 }
 
 /* ----------------------------------------------------------------- output */
+
+/* ------------------------------------------------------ mpirun's habits */
+
+static const char test_token[] =
+    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+static void mpirun_spellings_are_accepted(void **state)
+{
+    (void)state;
+    struct run r;
+
+    setenv("TIDE_LAUNCHER_KEPT", "here", 1);
+    run_to_end(&r, (const char *const[]){"-np", "2", "-x", "TIDE_LAUNCHER_SET=1", "-x",
+                                         "TIDE_LAUNCHER_KEPT", "--tag-output", "--map-by", "slot",
+                                         "--", "/bin/sh", "-c",
+                                         "echo $TIDE_LAUNCHER_SET $TIDE_LAUNCHER_KEPT", NULL});
+    unsetenv("TIDE_LAUNCHER_KEPT");
+    assert_int_equal(exit_code(&r), 0);
+    assert_contains(r.out, "[0] 1 here\n");
+    assert_contains(r.out, "[1] 1 here\n");
+    run_free(&r);
+}
+
+/* Node 1 of 3 with 2 ranks a node: ranks 2 and 3 of 6, the job's token. */
+static void node_share_of_a_bigger_job(void **state)
+{
+    (void)state;
+    struct run r;
+
+    setenv("TIDE_JOB_TOKEN", test_token, 1);
+    run_to_end(&r, (const char *const[]){"--nnodes", "3", "--node-rank", "1", "--port", "23456",
+                                         "-n", "2", "--", "/bin/sh", "-c", env_script, NULL});
+    unsetenv("TIDE_JOB_TOKEN");
+    assert_int_equal(exit_code(&r), 0);
+    int seen = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        struct env_line e;
+        parse_env_line(line, &e);
+        assert_in_range(e.prefix, 2, 3);
+        assert_int_equal(e.rank, e.prefix);
+        assert_int_equal(e.local_rank, e.prefix - 2);
+        assert_int_equal(e.world, 6);
+        assert_int_equal(e.local_world, 2);
+        assert_string_equal(e.port, "23456");
+        assert_string_equal(e.token, test_token);
+        seen++;
+    }
+    assert_int_equal(seen, 2);
+    run_free(&r);
+}
+
+/* Two tide-runs, as on two hosts, make one job of four ranks whose
+ * collectives are checked. */
+static void two_launchers_make_one_job(void **state)
+{
+    (void)state;
+    char perf[PATH_MAX], port[16];
+    const char *run_path = launcher_path();
+    const char *slash = strrchr(run_path, '/');
+    snprintf(perf, sizeof perf, "%.*stide-perf", slash ? (int)(slash - run_path + 1) : 0,
+             run_path);
+    snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 20000));
+    setenv("TIDE_JOB_TOKEN", test_token, 1);
+    struct run node[2];
+    for (int k = 0; k < 2; k++) {
+        const char *rank = k ? "1" : "0";
+        run_start(&node[k], (const char *const[]){"--nnodes", "2", "--node-rank", rank, "--port",
+                                                  port, "--bind-to", "none", "-n", "2", "--",
+                                                  perf, "-b", "8", "-e", "4K", "-f", "8", "-n",
+                                                  "3", "-w", "1", "-c", "1", NULL});
+    }
+    unsetenv("TIDE_JOB_TOKEN");
+    for (int k = 0; k < 2; k++)
+        run_finish(&node[k]);
+    for (int k = 0; k < 2; k++) {
+        if (exit_code(&node[k]) != 0)
+            fail_msg("node %d exited %d: %s%s", k, exit_code(&node[k]), node[k].out, node[k].err);
+    }
+    assert_contains(node[0].out, "[0] # Out of bounds values : 0 OK");
+    assert_contains(node[0].out, "4 ranks");
+    run_free(&node[0]);
+    run_free(&node[1]);
+}
 
 static void all_ranks_succeed_exits_zero(void **state)
 {
@@ -673,6 +758,22 @@ static const struct usage_case usage_cases[] = {
     {"program path missing",
      {"-n", "2", "--", "/nonexistent/prog", NULL},
      "cannot run /nonexistent/prog"},
+    {"-H", {"-H", "a,b", "-n", "2", "--", "true", NULL}, "starts ranks on this host only"},
+    {"--hostfile", {"--hostfile", "hosts", "-n", "2", "--", "true", NULL},
+     "one tide-run per host"},
+    {"--nnodes without --port", {"--nnodes", "2", "-n", "2", "--", "true", NULL},
+     "needs --port"},
+    {"--nnodes without a token",
+     {"--nnodes", "2", "--port", "23456", "-n", "2", "--", "true", NULL},
+     "needs TIDE_JOB_TOKEN"},
+    {"--node-rank past --nnodes",
+     {"--nnodes", "2", "--node-rank", "2", "-n", "2", "--", "true", NULL},
+     "is not below --nnodes"},
+    {"-x of an unset variable", {"-x", "TIDE_NO_SUCH_VARIABLE", "-n", "1", "--", "true", NULL},
+     "is not set here"},
+    {"-x without a name", {"-x", "=1", "-n", "1", "--", "true", NULL}, "-x needs NAME"},
+    {"--map-by socket", {"--map-by", "socket", "-n", "1", "--", "true", NULL},
+     "tide-run maps by core"},
 };
 
 static void bad_usage_exits_2(void **state)
@@ -783,6 +884,9 @@ int main(void)
         LAUNCHER_TEST(explicit_port_and_addr_are_passed),
         LAUNCHER_TEST(preset_thread_counts_are_kept),
         LAUNCHER_TEST(each_launch_gets_a_new_token),
+        LAUNCHER_TEST(mpirun_spellings_are_accepted),
+        LAUNCHER_TEST(node_share_of_a_bigger_job),
+        LAUNCHER_TEST(two_launchers_make_one_job),
         LAUNCHER_TEST(all_ranks_succeed_exits_zero),
         LAUNCHER_TEST(partial_last_line_gets_prefix_and_newline),
         LAUNCHER_TEST(stderr_lines_go_to_stderr),

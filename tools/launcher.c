@@ -5,6 +5,7 @@
  *
  *   options      argv parsing, --help, the PATH check for the program
  *   environment  torchrun's variables, a free MASTER_PORT, TIDE_JOB_TOKEN
+ *                (or, for one of several hosts, the job's), -x exports
  *   spawn        fork + execvp of one rank, bound to its core (bind.c)
  *   relay        per-pipe line buffers; whole lines out, "[rank] " first
  *   supervise    signalfd, reaping, stop/kill deadlines, the poll loop
@@ -49,6 +50,8 @@
 
 enum {
     MAX_RANKS = 1024,
+    MAX_NODES = 1024,
+    MAX_EXPORTS = 64,
     LINE_CAP = 64 * 1024, /* longer lines are split at this size */
     PREFIX_CAP = 16,      /* "[1023] " plus its NUL */
     TOKEN_BYTES = 32,     /* TIDE_JOB_TOKEN is twice this in hex */
@@ -75,6 +78,9 @@ struct options {
     int64_t grace_ms; /* --grace: SIGTERM to SIGKILL delay */
     int64_t dump_after_ms; /* --dump-on-timeout: SIGUSR1 to all after this; 0: never */
     enum bind_mode bind;   /* --bind-to */
+    int nnodes, node_rank; /* --nnodes, --node-rank: this launcher's share of a bigger job */
+    const char *exports[MAX_EXPORTS]; /* -x NAME[=VALUE], as given */
+    int nexports;
     char **program;   /* argv after "--", NULL-terminated */
 };
 
@@ -86,7 +92,7 @@ static const char help_text[] =
     "Start N local ranks of PROGRAM and wait for all of them.\n"
     "\n"
     "Options:\n"
-    "  -n N             number of ranks, 1 to 1024 (required)\n"
+    "  -n N, -np N      number of ranks on this host, 1 to 1024 (required)\n"
     "  --port P         MASTER_PORT for the ranks (default: a free port)\n"
     "  --addr A         MASTER_ADDR for the ranks (default: 127.0.0.1)\n"
     "  --no-prefix      ranks write straight to stdout/stderr, without\n"
@@ -107,11 +113,26 @@ static const char help_text[] =
     "                   to TIDE_DUMP_DIR (default: ./tide-dumps-<pid>), for\n"
     "                   tide-doctor; ranks start with SIGUSR1 ignored until\n"
     "                   tide takes it, so the signal never kills one\n"
+    "  -x NAME[=VALUE]  export NAME to the ranks (with VALUE, or as set\n"
+    "                   here), as mpirun does; repeatable\n"
+    "  --tag-output     mpirun's name for the \"[rank] \" prefix (the default)\n"
+    "  --map-by core|slot\n"
+    "                   mpirun's names for tide-run's placement: rank k on\n"
+    "                   the k-th core (or pair of cores; see --bind-to)\n"
+    "  --nnodes H --node-rank I\n"
+    "                   this tide-run starts ranks I*N .. I*N+N-1 of a job of\n"
+    "                   H*N ranks, one tide-run per host (as torchrun's\n"
+    "                   options): give every one the same --addr (the host\n"
+    "                   of node rank 0), --port and TIDE_JOB_TOKEN in the\n"
+    "                   environment (64 hex digits, e.g. from\n"
+    "                   `openssl rand -hex 32`); ranks on other hosts are\n"
+    "                   not started over ssh (-H and --hostfile say so)\n"
     "  -h, --help       print this help\n"
     "\n"
     "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
-    "MASTER_ADDR, MASTER_PORT and TIDE_JOB_TOKEN (64 hex digits, fresh for\n"
-    "each job).  OMP_NUM_THREADS and OPENBLAS_NUM_THREADS default to 1.\n"
+    "GROUP_RANK (the node rank), MASTER_ADDR, MASTER_PORT and TIDE_JOB_TOKEN\n"
+    "(64 hex digits, fresh for each job on one host).  OMP_NUM_THREADS and\n"
+    "OPENBLAS_NUM_THREADS default to 1.\n"
     "\n"
     "SIGINT and SIGTERM are forwarded to every rank.  If a rank fails, the\n"
     "others get SIGTERM, and SIGKILL after the grace period.\n"
@@ -221,8 +242,82 @@ static bool apply_bind(struct options *opt, const char *value)
     return false;
 }
 
+static bool apply_export(struct options *opt, const char *value)
+{
+    if (value[0] == '\0' || value[0] == '=') {
+        usage_error("-x needs NAME or NAME=VALUE, not '%s'", value);
+        return false;
+    }
+    if (!strchr(value, '=') && !getenv(value)) {
+        usage_error("-x %s: %s is not set here; give -x %s=VALUE", value, value, value);
+        return false;
+    }
+    if (opt->nexports == MAX_EXPORTS) {
+        usage_error("at most %d -x options", MAX_EXPORTS);
+        return false;
+    }
+    opt->exports[opt->nexports++] = value;
+    return true;
+}
+
+/* Open MPI's mapping policies that mean what tide-run does on one host:
+ * ranks in order over the cores.  The others (socket, numa, ppr:...)
+ * would need a placement tide-run does not make. */
+static bool apply_map_by(struct options *opt, const char *value)
+{
+    (void)opt;
+    if (!strcmp(value, "core") || !strcmp(value, "slot"))
+        return true;
+    usage_error("--map-by %s: tide-run maps by core (or slot, the same on one host); "
+                "use --bind-to for the rest", value);
+    return false;
+}
+
+static bool apply_nnodes(struct options *opt, const char *value)
+{
+    long n;
+    if (!parse_int(value, 1, MAX_NODES, &n)) {
+        usage_error("--nnodes must be from 1 to %d, not '%s'", MAX_NODES, value);
+        return false;
+    }
+    opt->nnodes = (int)n;
+    return true;
+}
+
+static bool apply_node_rank(struct options *opt, const char *value)
+{
+    long n;
+    if (!parse_int(value, 0, MAX_NODES - 1, &n)) {
+        usage_error("--node-rank must be from 0 to %d, not '%s'", MAX_NODES - 1, value);
+        return false;
+    }
+    opt->node_rank = (int)n;
+    return true;
+}
+
+/* mpirun's ways to name remote hosts: tide-run has none (see --nnodes). */
+static bool refuse_hosts(struct options *opt, const char *value)
+{
+    (void)opt;
+    (void)value;
+    usage_error("tide-run starts ranks on this host only: on several hosts run one tide-run "
+                "per host with --nnodes H --node-rank I --addr HOST0 --port P and one "
+                "TIDE_JOB_TOKEN");
+    return false;
+}
+
 static const struct value_option value_options[] = {
     {"-n", apply_nranks},
+    {"-np", apply_nranks},
+    {"--np", apply_nranks},
+    {"-x", apply_export},
+    {"--map-by", apply_map_by},
+    {"--nnodes", apply_nnodes},
+    {"--node-rank", apply_node_rank},
+    {"-H", refuse_hosts},
+    {"--host", refuse_hosts},
+    {"--hostfile", refuse_hosts},
+    {"--machinefile", refuse_hosts},
     {"--port", apply_port},
     {"--addr", apply_addr},
     {"--grace", apply_grace},
@@ -272,12 +367,39 @@ static int apply_value_option(int argc, char **argv, int *i, struct options *opt
     return -1;
 }
 
+/* A job over several tide-runs: they must meet at one address and port,
+ * under one token, and each must know its place. */
+static enum parse_result check_nodes(const struct options *opt)
+{
+    if (opt->node_rank >= opt->nnodes) {
+        usage_error("--node-rank %d is not below --nnodes %d", opt->node_rank, opt->nnodes);
+        return PARSE_ERROR;
+    }
+    if (opt->nnodes == 1)
+        return PARSE_RUN;
+    if (opt->port == 0) {
+        usage_error("--nnodes %d needs --port: every tide-run of the job must give the same",
+                    opt->nnodes);
+        return PARSE_ERROR;
+    }
+    const char *token = getenv("TIDE_JOB_TOKEN");
+    if (!token || strlen(token) != 2 * TOKEN_BYTES ||
+        strspn(token, "0123456789abcdefABCDEF") != 2 * TOKEN_BYTES) {
+        usage_error("--nnodes %d needs TIDE_JOB_TOKEN set to the job's 64 hex digits, the "
+                    "same for every tide-run (e.g. openssl rand -hex 32)", opt->nnodes);
+        return PARSE_ERROR;
+    }
+    return PARSE_RUN;
+}
+
 static enum parse_result check_options(const struct options *opt)
 {
     if (opt->nranks == 0) {
         usage_error("missing -n N (the number of ranks)");
         return PARSE_ERROR;
     }
+    if (check_nodes(opt) != PARSE_RUN)
+        return PARSE_ERROR;
     if (opt->program == NULL || opt->program[0] == NULL) {
         usage_error("missing program: put it after --");
         return PARSE_ERROR;
@@ -287,7 +409,7 @@ static enum parse_result check_options(const struct options *opt)
 
 static enum parse_result parse_args(int argc, char **argv, struct options *opt)
 {
-    *opt = (struct options){.addr = "127.0.0.1", .grace_ms = DEFAULT_GRACE_MS};
+    *opt = (struct options){.addr = "127.0.0.1", .grace_ms = DEFAULT_GRACE_MS, .nnodes = 1};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
 
@@ -307,6 +429,8 @@ static enum parse_result parse_args(int argc, char **argv, struct options *opt)
             opt->keep_going = true;
             continue;
         }
+        if (strcmp(arg, "--tag-output") == 0)
+            continue; /* tide-run's prefix is mpirun's tag */
         int applied = apply_value_option(argc, argv, &i, opt);
         if (applied == 0)
             return PARSE_ERROR;
@@ -458,18 +582,46 @@ static int setup_dump_dir(void)
  * Sets the variables every rank shares in our own environment, so that
  * fork passes them on; RANK and LOCAL_RANK are set in each child.
  */
+/* -x: NAME=VALUE sets; NAME alone is already in our environment, which
+ * the ranks inherit. */
+static int export_variables(const struct options *opt)
+{
+    for (int i = 0; i < opt->nexports; i++) {
+        const char *eq = strchr(opt->exports[i], '=');
+        if (!eq)
+            continue;
+        char name[256];
+        size_t len = (size_t)(eq - opt->exports[i]);
+        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1),
+                 opt->exports[i]);
+        if (setenv(name, eq + 1, 1) != 0) {
+            fprintf(stderr, "tide-run: -x %s: %s\n", opt->exports[i], strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int setup_environment(const struct options *opt)
 {
-    char world[16], port[16], token[2 * TOKEN_BYTES + 1];
+    char world[16], local_world[16], node[16], port[16], token[2 * TOKEN_BYTES + 1];
     int port_number = opt->port;
 
     if (port_number == 0 && (port_number = pick_free_port(opt->addr)) < 0)
         return -1;
-    if (make_token(token) != 0)
+    /* One host: a fresh token.  Several: the one every tide-run was given. */
+    if (opt->nnodes > 1)
+        snprintf(token, sizeof token, "%s", getenv("TIDE_JOB_TOKEN"));
+    else if (make_token(token) != 0)
         return -1;
-    snprintf(world, sizeof world, "%d", opt->nranks);
+    snprintf(world, sizeof world, "%d", opt->nnodes * opt->nranks);
+    snprintf(local_world, sizeof local_world, "%d", opt->nranks);
+    snprintf(node, sizeof node, "%d", opt->node_rank);
     snprintf(port, sizeof port, "%d", port_number);
-    if (setenv("WORLD_SIZE", world, 1) != 0 || setenv("LOCAL_WORLD_SIZE", world, 1) != 0 ||
+    if (export_variables(opt) != 0)
+        return -1;
+    if (setenv("WORLD_SIZE", world, 1) != 0 || setenv("LOCAL_WORLD_SIZE", local_world, 1) != 0 ||
+        setenv("GROUP_RANK", node, 1) != 0 ||
         setenv("MASTER_ADDR", opt->addr, 1) != 0 || setenv("MASTER_PORT", port, 1) != 0 ||
         setenv("TIDE_JOB_TOKEN", token, 1) != 0 || setenv("OMP_NUM_THREADS", "1", 0) != 0 ||
         setenv("OPENBLAS_NUM_THREADS", "1", 0) != 0) {
@@ -525,6 +677,12 @@ struct launcher {
     struct stream **polled; /* polled[k] is behind pfds[k + 1] */
 };
 
+/* Rank `local` of this launcher in the whole job (--nnodes). */
+static int global_rank(const struct launcher *l, int local)
+{
+    return l->opt.node_rank * l->opt.nranks + local;
+}
+
 static int64_t now_ms(void)
 {
     struct timespec ts;
@@ -560,7 +718,7 @@ static void write_all(int fd, const char *buf, size_t len)
 /* One write per line, so lines of different ranks never mix. */
 static void emit_line(struct launcher *l, const struct stream *s, const char *line, size_t len)
 {
-    int prefix_len = snprintf(l->scratch, PREFIX_CAP, "[%d] ", s->rank);
+    int prefix_len = snprintf(l->scratch, PREFIX_CAP, "[%d] ", global_rank(l, s->rank));
 
     memcpy(l->scratch + prefix_len, line, len);
     l->scratch[(size_t)prefix_len + len] = '\n';
@@ -660,8 +818,10 @@ _Noreturn static void run_child(const struct launcher *l, int rank, int out_fd, 
     const char *program = l->opt.program[0];
     char value[16];
 
+    char global[16];
     snprintf(value, sizeof value, "%d", rank);
-    if (setenv("RANK", value, 1) != 0 || setenv("LOCAL_RANK", value, 1) != 0) {
+    snprintf(global, sizeof global, "%d", global_rank(l, rank));
+    if (setenv("RANK", global, 1) != 0 || setenv("LOCAL_RANK", value, 1) != 0) {
         dprintf(STDERR_FILENO, "tide-run: setenv: %s\n", strerror(errno));
         _exit(EXIT_EXEC_FAILED);
     }
@@ -678,7 +838,8 @@ _Noreturn static void run_child(const struct launcher *l, int rank, int out_fd, 
         setrlimit(RLIMIT_NOFILE, &l->child_nofile);
     int err = bind_apply(&l->bind, rank);
     if (err)
-        dprintf(STDERR_FILENO, "tide-run: rank %d runs unbound: %s\n", rank, strerror(err));
+        dprintf(STDERR_FILENO, "tide-run: rank %d runs unbound: %s\n", global_rank(l, rank),
+                strerror(err));
     execvp(program, l->opt.program);
     dprintf(STDERR_FILENO, "tide-run: cannot run %s: %s\n", program, strerror(errno));
     _exit(EXIT_EXEC_FAILED);
@@ -761,14 +922,15 @@ static void spawn_all(struct launcher *l)
 
         if (err == 0)
             continue;
-        l->failure = (struct failure){.rank = i, .spawn_errno = err};
+        l->failure = (struct failure){.rank = global_rank(l, i), .spawn_errno = err};
         begin_stop(l, SIGTERM);
         return;
     }
 }
 
-static void note_exit(struct launcher *l, int rank, int status)
+static void note_exit(struct launcher *l, int local, int status)
 {
+    int rank = global_rank(l, local); /* what the messages and the job call it */
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         l->exited_ok++;
         return;
