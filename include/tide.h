@@ -762,6 +762,14 @@ typedef struct tide_sim_config {
                           * costs above (default) */
     double host_alpha_s; /* latency inside a host (default 0.5e-6) */
     double host_bandwidth; /* bytes per second inside a host (default 50e9) */
+    int boards;          /* nonzero: the ranks that share staging memory (so
+                          * stage_slot_bytes > 0; within a host only where
+                          * ranks_per_host is set) also have board areas,
+                          * so the board collectives run; a flag a rank
+                          * raises is seen by its peers one latency inside
+                          * a host later (host_alpha_s, or alpha_s in a
+                          * one-level network), plus jitter.  0: none
+                          * (default) */
 } tide_sim_config;
 
 /* What one simulated rank sent and received. */

@@ -110,6 +110,8 @@ static int check_config(int n, const tide_sim_config *c)
         why = "stage_slot_bytes must be 0 or from 16 to 1 GiB";
     else if (c->stage_slot_bytes && (size_t)n * SIM_STAGE_SLOTS > SIZE_MAX / c->stage_slot_bytes)
         why = "stage_slot_bytes times the ranks' slots does not fit in memory";
+    else if (c->boards && !c->stage_slot_bytes)
+        why = "boards needs stage_slot_bytes: only ranks that share staging memory have boards";
     if (!why)
         return 0;
     tide__log(TIDE_LOG_ERROR, -1, "tide_sim_create: %s", why);
@@ -255,6 +257,8 @@ void tide_sim_destroy(tide_sim *s)
         free(s->free_events);
         s->free_events = next;
     }
+    for (int r = 0; s->ranks && r < s->n; r++)
+        tide__sim_net_free(&s->ranks[r]);
     free(s->ranks);
     free(s->dirty);
     free(s->stage);

@@ -4,10 +4,11 @@
  * threads that take turns).
  *
  * One heap orders everything that happens at a virtual time: message
- * deliveries and the deadlines of requests (every simulated context's
- * timers point at it).  Firing the earliest one and then letting the
- * engines of the ranks it touched deliver their completions is one step;
- * nothing else ever moves, so a run is a pure function of its seed. */
+ * deliveries, ranks looking at their board watches, and the deadlines of
+ * requests (every simulated context's timers point at it).  Firing the
+ * earliest one and then letting the engines of the ranks it touched
+ * deliver their completions is one step; nothing else ever moves, so a
+ * run is a pure function of its seed. */
 #ifndef TIDE_SIM_H
 #define TIDE_SIM_H
 
@@ -43,6 +44,9 @@ struct sim_rank {
     size_t npeers, peers_cap;
     bool dirty; /* queued for its engine to deliver completions */
     uint64_t stage_used; /* its staging slots taken, one bit each (sim_net.c) */
+    uint8_t *board;             /* cfg.boards: its board area, made when first asked for */
+    struct tide__msgq watches;  /* its posted TIDE_MSG_WATCH messages */
+    struct tide__timer look;    /* when it next asks its watches whether they are ready */
     tide_sim_stats stats;
 };
 
@@ -114,9 +118,14 @@ void tide__sim_test(struct tide_sim *s);
 
 void tide__sim_net_init(struct tide_sim *s, struct sim_rank *r, struct tide__ctx *ctx);
 /* Rank r leaves (crash, abort, finalize) for the reason why: its messages
- * in flight are dropped, and its peers' traffic with it fails. */
+ * in flight are dropped, its watches fail, and so do its peers' traffic
+ * with it and their watches that wait for it. */
 void tide__sim_net_lose(struct sim_rank *r, const char *why);
-/* Is t one of the network's deliveries? */
+/* tide_sim_destroy: free what the network kept of rank r once it left
+ * (its board area). */
+void tide__sim_net_free(struct sim_rank *r);
+/* Is t one of the network's own events (a delivery, or a rank looking
+ * at its board watches), not a request's deadline? */
 bool tide__sim_is_delivery(const struct tide__timer *t);
 
 /* ---- sim_spawn.c ---- */

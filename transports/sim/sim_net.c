@@ -9,11 +9,14 @@
  * arrival rather than at posting is deliberate: an algorithm that touches
  * a buffer it has handed to the transport is caught by the results. */
 #include "transports/sim/sim.h"
+#include "engine/log.h"
+#include "transports/board.h"
 #include "transports/stage_slots.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static struct sim_rank *rank_of(struct tide__transport *base)
 {
@@ -258,9 +261,16 @@ static void deliver_fire(struct tide__timer *t)
     tide__sim_count_delivery(s);
 }
 
-bool tide__sim_is_delivery(const struct tide__timer *t)
+static bool is_message(const struct tide__timer *t)
 {
     return t->fire == deliver_fire;
+}
+
+static void look_fire(struct tide__timer *t);
+
+bool tide__sim_is_delivery(const struct tide__timer *t)
+{
+    return is_message(t) || t->fire == look_fire;
 }
 
 /* ---- receiving ---- */
@@ -285,6 +295,142 @@ static void recv_post(struct sim_rank *r, tide__msg *m)
     tide__match_post(&q->mq, m);
 }
 
+/* ---- boards (transports/board.h) ----
+ *
+ * As with staging, a peer's board area is a pointer into this process,
+ * and only the ranks of one host get one.  Nothing here sees a store
+ * happen, so a watch is only ever completed at a look: a rank that
+ * stores a flag says so (board_raise), and each rank it names that has
+ * watches looks at them after the host's latency, as a peer spinning on
+ * the word would see it then.  (A store that board.c forgot to raise
+ * thus leaves its waiters to their deadline, which the fuzzer reports,
+ * where shared memory's polling would hide it.) */
+
+/* Whether ranks a and b map each other's staging area and board area. */
+static bool shares_memory(const struct tide_sim *s, int a, int b)
+{
+    return s->stage && b >= 0 && b < s->n && host_rank(s, a) == host_rank(s, b);
+}
+
+/* Made at the first ask, by whoever asks, and mapped rather than
+ * calloc'd: a board collective touches a few pages of the 33 MiB, and
+ * calloc zeroes all of them under MALLOC_PERTURB_ (which meson test
+ * sets), as the sanitizers poison all of them at free.  Kept until
+ * tide_sim_destroy, as a mapping would outlive its rank's crash. */
+static uint8_t *board_at(struct tide__transport *base, int peer)
+{
+    struct sim_rank *r = rank_of(base);
+    struct tide_sim *s = r->sim;
+    if (!shares_memory(s, r->rank, peer))
+        return NULL;
+    struct sim_rank *o = &s->ranks[peer];
+    if (!o->board) {
+        void *p = mmap(NULL, BOARD_AREA_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        o->board = p == MAP_FAILED ? NULL : p;
+    }
+    return o->board;
+}
+
+void tide__sim_net_free(struct sim_rank *r)
+{
+    if (r->board)
+        munmap(r->board, BOARD_AREA_BYTES);
+    r->board = NULL;
+}
+
+/* Rank r looks at its watches at time t, or earlier if a look is due
+ * then already (a look sees every store made before it). */
+static void look_at(struct sim_rank *r, uint64_t t)
+{
+    struct tide_sim *s = r->sim;
+    if (r->look.slot != SIZE_MAX && r->look.deadline_ns <= t)
+        return;
+    /* Re-arming an armed timer frees its slot first, so only a first
+     * arm can fail: then the watches end at their deadline. */
+    if (tide__timer_arm(&s->heap, &r->look, t) < 0)
+        tide__log(TIDE_LOG_WARN, r->rank, "out of memory scheduling a look at board watches: "
+                  "they will end at their deadline");
+}
+
+/* Our own store we see at once; a peer's after the host's latency and
+ * the seed's jitter.  Ranks with no watch need no look: a watch is
+ * posted only after its condition was found false, which sees every
+ * store already made. */
+static void board_raise(struct tide__transport *base, const int *peers, int n)
+{
+    struct sim_rank *r = rank_of(base);
+    struct tide_sim *s = r->sim;
+    for (int i = 0; i < n; i++) {
+        if (peers[i] < 0 || peers[i] >= s->n)
+            continue;
+        struct sim_rank *o = &s->ranks[peers[i]];
+        if (!o->watches.head)
+            continue;
+        uint64_t t = s->now;
+        if (o != r && s->jitter_ns)
+            t += tide__sim_rand(s) % (s->jitter_ns + 1);
+        look_at(o, o == r ? t : t + s->host_alpha_ns);
+    }
+}
+
+/* 0: watch m of rank r is ready; TIDE_EPEER: the rank it waits for (or
+ * r) is gone; 1: it still waits, and m->peer says for whom. */
+static int watch_status(struct sim_rank *r, tide__msg *m)
+{
+    if (r->gone)
+        return TIDE_EPEER;
+    struct tide__watch *w = m->buf;
+    int peer = m->peer;
+    if (w->ready(w, &peer))
+        return 0;
+    if (peer >= 0 && peer < r->sim->n)
+        m->peer = peer;
+    return r->sim->ranks[m->peer].gone ? TIDE_EPEER : 1;
+}
+
+static void look_fire(struct tide__timer *t)
+{
+    struct sim_rank *r = container_of(t, struct sim_rank, look);
+    tide__msg *prev = NULL, *m = r->watches.head;
+    while (m) {
+        tide__msg *next = m->next;
+        int status = watch_status(r, m);
+        if (status <= 0) {
+            tide__msgq_unlink(&r->watches, prev, m);
+            done(r, m, status);
+        } else {
+            prev = m;
+        }
+        m = next;
+    }
+}
+
+/* A watch on a rank already gone hears no raise: a look fails it (at
+ * once, but never from inside post). */
+static void watch_post(struct sim_rank *r, tide__msg *m)
+{
+    tide__msgq_push(&r->watches, m);
+    if (r->gone || (m->peer >= 0 && m->peer < r->sim->n && r->sim->ranks[m->peer].gone))
+        look_at(r, r->sim->now);
+}
+
+/* Rank `lost` left: its watches fail, and every other rank looks at
+ * its own at once.  A look rather than failing those whose m->peer is
+ * `lost`: m->peer is only as fresh as the last look, and a peer's claim
+ * of its board raises nobody, so a watch may still name a rank it has
+ * since got past and really wait for `lost`. */
+static void watches_lose(struct sim_rank *lost)
+{
+    struct tide_sim *s = lost->sim;
+    tide__msg *m;
+    while ((m = tide__msgq_pop(&lost->watches)))
+        done(lost, m, TIDE_EPEER);
+    for (int p = 0; p < s->n; p++)
+        if (s->ranks[p].watches.head)
+            look_at(&s->ranks[p], s->now);
+}
+
 /* ---- the transport's face ---- */
 
 static void start(struct tide__transport *base)
@@ -296,7 +442,9 @@ static void post(struct tide__transport *base, tide__msg *m)
 {
     struct sim_rank *r = rank_of(base);
     m->tpriv = NULL;
-    if (m->dir == TIDE_MSG_SEND)
+    if (m->dir == TIDE_MSG_WATCH)
+        watch_post(r, m);
+    else if (m->dir == TIDE_MSG_SEND)
         send_post(r, m);
     else
         recv_post(r, m);
@@ -307,6 +455,10 @@ static int withdraw(struct tide__transport *base, tide__msg *m, int err)
 {
     struct sim_rank *r = rank_of(base);
     (void)err;
+    if (m->dir == TIDE_MSG_WATCH) {
+        tide__msgq_remove(&r->watches, m);
+        return 0;
+    }
     if (m->dir == TIDE_MSG_RECV) {
         struct sim_peer *q = peer_of(r, m->peer, false);
         if (q)
@@ -362,6 +514,7 @@ static void destroy(struct tide__transport *base)
     char why[64];
     snprintf(why, sizeof why, "rank %d finalized", r->rank);
     tide__sim_net_lose(r, why); /* if it did not abort first */
+    tide__timer_disarm(&r->sim->heap, &r->look);
     free_peers(r);
     r->base.ctx = NULL;
 }
@@ -376,8 +529,7 @@ static uint8_t *stage_at(struct tide__transport *base, int peer, size_t *bytes,
     struct tide_sim *s = rank_of(base)->sim;
     *slot_bytes = s->cfg.stage_slot_bytes;
     *bytes = SIM_STAGE_SLOTS * *slot_bytes;
-    if (!s->stage || peer < 0 || peer >= s->n ||
-        host_rank(s, peer) != host_rank(s, rank_of(base)->rank))
+    if (!shares_memory(s, rank_of(base)->rank, peer))
         return NULL;
     return s->stage + (size_t)peer * *bytes;
 }
@@ -416,11 +568,31 @@ static const struct tide__transport_ops sim_ops = {
     .host_of = host_of,
 };
 
+/* The same with boards (cfg.boards): a table of its own, since board
+ * collectives are chosen wherever a transport has board_at at all. */
+static const struct tide__transport_ops sim_board_ops = {
+    .name = "sim",
+    .start = start,
+    .post = post,
+    .withdraw = withdraw,
+    .peer_reason = peer_reason,
+    .abort = abort_all,
+    .outstanding = outstanding,
+    .destroy = destroy,
+    .stage_at = stage_at,
+    .stage_take = stage_take,
+    .stage_give = stage_give,
+    .board_at = board_at,
+    .board_raise = board_raise,
+    .host_of = host_of,
+};
+
 void tide__sim_net_init(struct tide_sim *s, struct sim_rank *r, struct tide__ctx *ctx)
 {
-    r->base.ops = &sim_ops;
+    r->base.ops = s->cfg.boards ? &sim_board_ops : &sim_ops;
     r->base.ctx = ctx;
     r->sim = s;
+    tide__timer_init(&r->look, look_fire);
 }
 
 /* ---- a rank leaves ---- */
@@ -436,7 +608,7 @@ static void drop_in_flight(struct sim_rank *r)
     for (size_t i = 0; hit && i < s->heap.len; i++) {
         struct tide__timer *t = s->heap.items[i];
         struct sim_event *ev = container_of(t, struct sim_event, timer);
-        if (tide__sim_is_delivery(t) && (ev->from == r->rank || ev->to == r->rank))
+        if (is_message(t) && (ev->from == r->rank || ev->to == r->rank))
             hit[k++] = ev;
     }
     for (size_t i = 0; i < k; i++) {
@@ -459,6 +631,7 @@ void tide__sim_net_lose(struct sim_rank *r, const char *why)
     for (size_t i = 0; i < r->peers_cap; i++)
         if (r->peers[i].peer >= 0)
             fail_posted(r, &r->peers[i]);
+    watches_lose(r);
     struct tide_sim *s = r->sim;
     for (int p = 0; p < s->n; p++) {
         struct sim_rank *o = &s->ranks[p];
