@@ -1,7 +1,9 @@
 /* test_sim.c - the simulated network's own promises (tide.h, "The
  * simulated network"): its arguments, the cost model, message order
  * between two ranks, virtual deadlines, each fault's error, finalizing a
- * simulated rank, and timing-only runs that touch no data. */
+ * simulated rank, timing-only runs that touch no data, and boards
+ * (cfg.boards): the board collectives' results, a lost or absent rank's
+ * error, and many of them in flight. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,6 +38,9 @@ static void bad_arguments(void **state)
     assert_int_equal(tide_sim_create(N, &cfg, &sim, comms), TIDE_EINVAL);
     tide_sim_config_default(&cfg);
     cfg.timeout_s = -1;
+    assert_int_equal(tide_sim_create(N, &cfg, &sim, comms), TIDE_EINVAL);
+    tide_sim_config_default(&cfg);
+    cfg.boards = 1; /* boards without staging memory: nobody would have one */
     assert_int_equal(tide_sim_create(N, &cfg, &sim, comms), TIDE_EINVAL);
     assert_null(sim);
 
@@ -276,6 +281,258 @@ static void runs_are_reproducible(void **state)
     assert_int_equal(t[0], t[1]);
 }
 
+/* ---- boards ---- */
+
+enum { BCOUNT = 37 }; /* int32s: no group size here divides it */
+
+static void board_config(tide_sim_config *cfg, uint64_t seed)
+{
+    tide_sim_config_default(cfg);
+    cfg->seed = seed;
+    cfg->jitter_s = 20e-6;
+    cfg->stage_slot_bytes = 256;
+    cfg->boards = 1;
+}
+
+/* One board collective, forced, on every rank. */
+struct board_case {
+    const char *env, *algo;
+    enum { B_ALLREDUCE, B_ALLGATHER, B_REDUCE_SCATTER, B_BROADCAST } kind;
+};
+
+static const struct board_case board_cases[] = {
+    {"TIDE_ALGO_ALLREDUCE", "board", B_ALLREDUCE},
+    {"TIDE_ALGO_ALLREDUCE", "board_rsag", B_ALLREDUCE},
+    {"TIDE_ALGO_ALLGATHER", "board", B_ALLGATHER},
+    {"TIDE_ALGO_REDUCE_SCATTER", "board", B_REDUCE_SCATTER},
+    {"TIDE_ALGO_BROADCAST", "board", B_BROADCAST},
+};
+
+/* Rank r's input element i (of a reduce-scatter's whole input too). */
+static int32_t board_in(int r, size_t i)
+{
+    return (int32_t)(1000 * r + (int)i);
+}
+
+static int post_board(const struct board_case *c, tide_comm *comm, int32_t *in, int32_t *out,
+                      tide_req **req)
+{
+    switch (c->kind) {
+    case B_ALLREDUCE:
+        return tide_iallreduce(comm, in, out, BCOUNT, TIDE_INT32, TIDE_SUM, req);
+    case B_ALLGATHER:
+        return tide_iallgather(comm, in, out, BCOUNT, TIDE_INT32, req);
+    case B_REDUCE_SCATTER:
+        return tide_ireduce_scatter(comm, in, out, BCOUNT, TIDE_INT32, TIDE_SUM, req);
+    default:
+        return tide_ibroadcast(comm, out, BCOUNT, TIDE_INT32, 1, req);
+    }
+}
+
+/* What rank r's output holds at element i of n ranks' collective. */
+static int32_t board_want(const struct board_case *c, int n, int r, size_t i)
+{
+    int32_t sum_r = 1000 * n * (n - 1) / 2;
+    switch (c->kind) {
+    case B_ALLREDUCE:
+        return sum_r + n * (int32_t)i;
+    case B_ALLGATHER:
+        return board_in((int)(i / BCOUNT), i % BCOUNT);
+    case B_REDUCE_SCATTER:
+        return sum_r + n * (int32_t)((size_t)r * BCOUNT + i);
+    default:
+        return board_in(1, i);
+    }
+}
+
+static void run_board_case(const struct board_case *c, int n, uint64_t seed)
+{
+    tide_comm *comms[N];
+    tide_sim_config cfg;
+    board_config(&cfg, seed);
+    tide_sim *sim = make(n, &cfg, comms);
+    static int32_t in[N][N * BCOUNT], out[N][N * BCOUNT];
+    size_t outs = c->kind == B_ALLGATHER ? (size_t)n * BCOUNT : BCOUNT;
+    tide_req *req[N];
+    setenv(c->env, c->algo, 1);
+    for (int r = 0; r < n; r++) {
+        for (size_t i = 0; i < N * BCOUNT; i++)
+            in[r][i] = board_in(r, i);
+        memcpy(out[r], in[r], sizeof out[r]); /* a broadcast's root sends its own */
+        assert_int_equal(post_board(c, comms[r], in[r], out[r], &req[r]), 0);
+    }
+    unsetenv(c->env);
+    assert_int_equal(tide_sim_run(sim), 0);
+    for (int r = 0; r < n; r++) {
+        assert_int_equal(tide_wait(req[r], 0), 0);
+        assert_string_equal(tide_req_algorithm(req[r]), c->algo);
+        for (size_t i = 0; i < outs; i++)
+            assert_int_equal(out[r][i], board_want(c, n, r, i));
+        tide_req_free(req[r]);
+    }
+    tide_sim_destroy(sim);
+}
+
+static void boards_give_right_results(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < sizeof board_cases / sizeof board_cases[0]; k++)
+        for (int n = 4; n <= 5; n++)
+            for (uint64_t seed = 1; seed <= 3; seed++)
+                run_board_case(&board_cases[k], n, seed);
+}
+
+/* Boards are offered as staging memory is: inside a host only.  A
+ * forced board on the world of two hosts gives way; on one host's ranks
+ * it runs. */
+static void boards_only_inside_a_host(void **state)
+{
+    (void)state;
+    tide_comm *comms[4], *host[2];
+    tide_sim_config cfg;
+    board_config(&cfg, 1);
+    cfg.ranks_per_host = 2;
+    tide_sim *sim = make(4, &cfg, comms);
+    int ranks[2] = {0, 1};
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(tide_comm_create_group(comms[r], ranks, 2, &host[r]), 0);
+    float x[4] = {1, 2, 3, 4}, y[2] = {1, 2};
+    tide_req *world[4], *sub[2];
+    setenv("TIDE_ALGO_ALLREDUCE", "board", 1);
+    for (int r = 0; r < 4; r++)
+        assert_int_equal(tide_iallreduce(comms[r], TIDE_IN_PLACE, &x[r], 1, TIDE_FLOAT32,
+                                         TIDE_SUM, &world[r]), 0);
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(tide_iallreduce(host[r], TIDE_IN_PLACE, &y[r], 1, TIDE_FLOAT32,
+                                         TIDE_SUM, &sub[r]), 0);
+    unsetenv("TIDE_ALGO_ALLREDUCE");
+    assert_int_equal(tide_sim_run(sim), 0);
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(tide_wait(world[r], 0), 0);
+        assert_true(x[r] == 10);
+        assert_string_not_equal(tide_req_algorithm(world[r]), "board");
+        tide_req_free(world[r]);
+    }
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(tide_wait(sub[r], 0), 0);
+        assert_true(y[r] == 3);
+        assert_string_equal(tide_req_algorithm(sub[r]), "board");
+        tide_req_free(sub[r]);
+        tide_comm_free(host[r]);
+    }
+    tide_sim_destroy(sim);
+}
+
+/* Ranks 0-2 of 4 start a board all-reduce that rank 3 never joins; the
+ * network runs until they all wait on board flags.  Returns the sim. */
+static tide_sim *boards_without_rank_3(tide_sim_config *cfg, tide_comm **comms, float *x,
+                                       tide_req **req)
+{
+    tide_sim *sim = make(4, cfg, comms);
+    setenv("TIDE_ALGO_ALLREDUCE", "board", 1);
+    for (int r = 0; r < 3; r++) {
+        x[r] = (float)r;
+        assert_int_equal(tide_iallreduce(comms[r], TIDE_IN_PLACE, &x[r], 1, TIDE_FLOAT32,
+                                         TIDE_SUM, &req[r]), 0);
+    }
+    unsetenv("TIDE_ALGO_ALLREDUCE");
+    assert_int_equal(tide_wait(req[0], 1), TIDE_ETIMEDOUT); /* tide_wait's own timeout */
+    return sim;
+}
+
+static void board_crash_fails_peers_with_epeer(void **state)
+{
+    (void)state;
+    tide_comm *comms[4];
+    tide_sim_config cfg;
+    board_config(&cfg, 1);
+    float x[3];
+    tide_req *req[3];
+    tide_sim *sim = boards_without_rank_3(&cfg, comms, x, req);
+    assert_int_equal(tide_sim_crash(sim, 3, 0), 0);
+    uint64_t crashed = tide_sim_time_ns(sim);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(tide_wait(req[r], -1), TIDE_EPEER);
+        assert_non_null(strstr(tide_req_message(req[r]), "board flag from rank 3"));
+        tide_req_free(req[r]);
+    }
+    assert_true(tide_sim_time_ns(sim) - crashed < 1000000); /* at once, not at a deadline */
+    tide_sim_destroy(sim);
+}
+
+static void board_absent_rank_fails_at_deadline(void **state)
+{
+    (void)state;
+    tide_comm *comms[4];
+    tide_sim_config cfg;
+    board_config(&cfg, 1);
+    cfg.timeout_s = 2;
+    float x[3];
+    tide_req *req[3];
+    tide_sim *sim = boards_without_rank_3(&cfg, comms, x, req);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(tide_wait(req[r], -1), TIDE_ETIMEDOUT);
+        assert_non_null(strstr(tide_req_message(req[r]), "deadline"));
+        tide_req_free(req[r]);
+    }
+    assert_true(tide_sim_time_ns(sim) >= 2000000000ull);
+    tide_sim_destroy(sim);
+}
+
+/* Board collectives on one communicator run one at a time, in order:
+ * many posted at once, one-shot and two-phase mixed, all complete, in
+ * the order they were posted, whatever order they are waited in. */
+enum { INFLIGHT = 12 };
+
+struct done_at {
+    int *count; /* the rank's completions so far */
+    int at;     /* this one's place among them */
+};
+
+static void note_done(tide_req *req, void *arg)
+{
+    struct done_at *d = arg;
+    (void)req;
+    d->at = (*d->count)++;
+}
+
+static void many_boards_in_flight(void **state)
+{
+    (void)state;
+    enum { NR = 5 };
+    tide_comm *comms[NR];
+    tide_sim_config cfg;
+    board_config(&cfg, 7);
+    tide_sim *sim = make(NR, &cfg, comms);
+    static int32_t buf[NR][INFLIGHT][BCOUNT];
+    static struct done_at when[NR][INFLIGHT];
+    int count[NR] = {0};
+    tide_req *req[NR][INFLIGHT];
+    for (int r = 0; r < NR; r++)
+        for (int k = 0; k < INFLIGHT; k++) {
+            setenv("TIDE_ALGO_ALLREDUCE", k % 3 ? "board" : "board_rsag", 1);
+            for (size_t i = 0; i < BCOUNT; i++)
+                buf[r][k][i] = board_in(r, i) + k;
+            assert_int_equal(tide_iallreduce(comms[r], TIDE_IN_PLACE, buf[r][k], BCOUNT,
+                                             TIDE_INT32, TIDE_SUM, &req[r][k]), 0);
+            when[r][k] = (struct done_at){.count = &count[r], .at = -1};
+            assert_int_equal(tide_req_on_complete(req[r][k], note_done, &when[r][k]), 0);
+        }
+    unsetenv("TIDE_ALGO_ALLREDUCE");
+    for (int k = INFLIGHT - 1; k >= 0; k--)
+        for (int r = 0; r < NR; r++) {
+            assert_int_equal(tide_wait(req[r][k], -1), 0);
+            assert_string_equal(tide_req_algorithm(req[r][k]), k % 3 ? "board" : "board_rsag");
+            assert_int_equal(when[r][k].at, k);
+            for (size_t i = 0; i < BCOUNT; i++)
+                assert_int_equal(buf[r][k][i], 1000 * NR * (NR - 1) / 2 + NR * ((int)i + k));
+        }
+    for (int r = 0; r < NR; r++)
+        for (int k = 0; k < INFLIGHT; k++)
+            tide_req_free(req[r][k]);
+    tide_sim_destroy(sim);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -288,6 +545,11 @@ int main(void)
         cmocka_unit_test(finalize_one_rank),
         cmocka_unit_test(programs_split_and_reduce),
         cmocka_unit_test(runs_are_reproducible),
+        cmocka_unit_test(boards_give_right_results),
+        cmocka_unit_test(boards_only_inside_a_host),
+        cmocka_unit_test(board_crash_fails_peers_with_epeer),
+        cmocka_unit_test(board_absent_rank_fails_at_deadline),
+        cmocka_unit_test(many_boards_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
