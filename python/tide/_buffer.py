@@ -11,6 +11,7 @@ Every check (writable, C-contiguous, dtype) happens here, before tide is
 called, so a refused buffer never sends a byte.
 """
 import ctypes
+import sys
 from ctypes import POINTER, c_char_p, c_int, c_ssize_t, c_void_p, py_object
 
 from .errors import invalid
@@ -108,8 +109,9 @@ def _dtype_of_format(fmt, itemsize, what):
 def borrow(obj, what, writable):
     """A View of obj, or InvalidArgument naming `what` when obj is not a
     C-contiguous buffer of a tide dtype (or not writable when it must be)."""
-    if type(obj).__module__ == "torch" and hasattr(obj, "data_ptr"):
-        return _from_tensor(obj, what, writable)
+    torch = sys.modules.get("torch")  # a tensor is one only if torch is loaded
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return _from_tensor(obj, what, writable)  # subclasses too (CommTensor, ...)
     pybuf = PyBuffer()
     flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (PyBUF_WRITABLE if writable else 0)
     try:

@@ -27,10 +27,12 @@ reduce_scatter from lists, gather, scatter, all_to_all of lists) go
 through one flat buffer and a copy, as Gloo does.
 """
 import functools
+import inspect
 import os
 import secrets
 import socket
 import threading
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -45,13 +47,6 @@ _ALLTOALLV_TAG = 1 << 30  # above any tag torch code is likely to use
 _OPS = ((dist.ReduceOp.SUM, tide.SUM), (dist.ReduceOp.PRODUCT, tide.PROD),
         (dist.ReduceOp.MIN, tide.MIN), (dist.ReduceOp.MAX, tide.MAX),
         (dist.ReduceOp.AVG, tide.AVG))
-
-
-def _tide_op(op):
-    for theirs, ours in _OPS:
-        if op == theirs:
-            return ours
-    raise RuntimeError(f"tide: reduce op {op} is not supported (SUM, PRODUCT, MIN, MAX, AVG)")
 
 
 def _free_port(addr):
@@ -136,14 +131,19 @@ class _Completion:
 _inflight = {}
 
 
+# The works this backend made, for Work.wait's wrapper: whatever it does,
+# it does only to these.
+_ours = weakref.WeakSet()
+
+
 def _raise_failed_future():
     """torch 1.13's Work from _create_work_from_future returns True from
     wait() when its future failed (measured here), so a failed synchronous
     dist.all_reduce would pass silently (its get_future() even yields the
     error as the value).  Work.wait is wrapped, once, to raise that error
-    after the wait; for a successful work, or one without a future, it
-    changes nothing (so Gloo's works are unaffected).  For a tide work it
-    first completes the requests on the waiting thread (wait_here).
+    after the wait, and before it to complete a running tide work's
+    requests on the waiting thread (wait_here).  A work another backend
+    made (Gloo's, NCCL's) goes straight to torch's own wait.
     A Python Work subclass is no way out: torch's C++ callers (DDP) reach
     only C++ Work methods once the Python object is gone."""
     original = Work.wait
@@ -152,14 +152,13 @@ def _raise_failed_future():
 
     @functools.wraps(original)
     def wait(self, *args, **kwargs):
+        if self not in _ours:
+            return original(self, *args, **kwargs)
         entry = _inflight.get(id(self))
         if entry is not None and entry[0] is self:
             entry[1].wait_here()
         done = original(self, *args, **kwargs)
-        try:
-            future = self.get_future()
-        except RuntimeError:  # a backend whose works have no future
-            return done
+        future = self.get_future()
         if future.done():
             # The wrapping work's future holds the error as its value.
             value = future.value()
@@ -176,6 +175,7 @@ _raise_failed_future()
 def _work(requests, result, after=None):
     completion = _Completion(requests, result, after)
     work = _create_work_from_future(completion.future)
+    _ours.add(work)
     _inflight[id(work)] = (work, completion)
     completion.start(id(work))
     return work
@@ -207,12 +207,133 @@ def _posting(method):
     return wrapper
 
 
+# ------------------------------------------------- what Gloo accepts, checked alike
+
+def _list(x):
+    """Gloo's overloads take a tensor or a list of them."""
+    return [x] if isinstance(x, torch.Tensor) else list(x)
+
+
+def _fail(name, what):
+    raise RuntimeError(f"tide {name}: {what}")
+
+
+def _check_same(name, tensors, expect=None):
+    """Gloo's checks on a list that moves as one: CPU, dense, one dtype
+    and one size (as `expect`'s, else the first's)."""
+    first = expect if expect is not None else tensors[0]
+    for t in tensors:
+        if t.device.type != "cpu":
+            _fail(name, f"unsupported device type {t.device.type}: tide works on CPU tensors")
+        if t.layout != first.layout:
+            _fail(name, "invalid tensor layout")
+        if t.dtype != first.dtype:
+            _fail(name, "invalid tensor type")
+        if t.size() != first.size():
+            _fail(name, "invalid tensor size")
+
+
+def _check_list(name, tensors):
+    if not tensors:
+        _fail(name, "requires non-empty tensor list")
+    _check_same(name, tensors)
+
+
+def _check_root(name, root, size):
+    if not 0 <= root < size:
+        _fail(name, f"invalid root rank: {root} (the group has {size} ranks)")
+
+
+def _root_tensor(name, opts, tensors):
+    index = getattr(opts, "rootTensor", 0)
+    if not 0 <= index < len(tensors):
+        _fail(name, f"invalid root tensor: {index} of a list of {len(tensors)}")
+    return index
+
+
+class _Dense:
+    """What tide is handed for a caller's tensor: the tensor itself when it
+    is contiguous, else a contiguous copy (transposed, channels_last,
+    strided views: Gloo copies too) whose result is copied back; a bool
+    tensor as bytes."""
+
+    def __init__(self, t):
+        self.t = t
+        self.c = t if t.is_contiguous() else t.contiguous()
+        if self.c.dtype == torch.bool:
+            self.c = self.c.view(torch.uint8)
+
+    def back(self):
+        if self.c.data_ptr() != self.t.data_ptr():
+            self.t.copy_(self.c.view(torch.bool) if self.t.dtype == torch.bool else self.c)
+
+
+def _dense(tensors):
+    return [_Dense(t) for t in tensors]
+
+
+def _after_all(dense, then=None):
+    def after():
+        for d in dense:
+            d.back()
+        if then is not None:
+            then()
+    return after
+
+
+def _reduce_op(opts, op, dtype):
+    """The tide op for torch's (given as opts.reduceOp, as a ReduceOp in the
+    opts place, or as op=): bool combines as logic (SUM and MAX or,
+    PRODUCT and MIN and), as Gloo's C++ bool does."""
+    if op is None:
+        op = getattr(opts, "reduceOp", opts) if opts is not None else dist.ReduceOp.SUM
+    if dtype == torch.bool:
+        if op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+            return tide.MAX
+        if op in (dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN):
+            return tide.MIN
+        raise RuntimeError("tide: unsupported reduction operation for bool tensors: "
+                           "SUM, PRODUCT, MIN and MAX (AVG is not a bool)")
+    return _tide_op(op)
+
+
+def _fold(tensors, op):
+    """Every tensor of a rank's list counts (Gloo's multi-input reduce):
+    combine them here first, in list order, into a fresh tensor."""
+    acc = tensors[0].contiguous().clone()
+    for t in tensors[1:]:
+        if op in (tide.SUM, tide.AVG):
+            acc.add_(t)
+        elif op == tide.PROD:
+            acc.mul_(t)
+        elif op == tide.MIN:
+            torch.minimum(acc, t, out=acc)
+        else:
+            torch.maximum(acc, t, out=acc)
+    return acc
+
+
+def _tide_op(op):
+    for theirs, ours in _OPS:
+        if op == theirs:
+            return ours
+    names = {dist.ReduceOp.BAND: "BAND", dist.ReduceOp.BOR: "BOR",
+             dist.ReduceOp.BXOR: "BXOR"}
+    name = next((v for k, v in names.items() if op == k), str(op))
+    raise RuntimeError(f"tide: unsupported reduction operation {name} "
+                       "(SUM, PRODUCT, MIN, MAX, AVG)")
+
+
 class TideProcessGroup(ProcessGroup):
-    """A torch ProcessGroup over one tide communicator."""
+    """A torch ProcessGroup over one tide communicator.  Each method takes
+    the forms Gloo's does (a tensor or a list; opts, or op= and root=),
+    checks what Gloo checks, with its words, and gives its future the
+    value Gloo's gives (the tensors, a flat list for one output list)."""
 
     def __init__(self, comm, rank, size):
         super().__init__(rank, size)
         self.comm = comm
+        self._running = {}  # id(future) -> future of a work not yet done: barrier waits
 
     def name(self):
         return BACKEND
@@ -220,68 +341,266 @@ class TideProcessGroup(ProcessGroup):
     def getBackendName(self):
         return BACKEND
 
+    def _work(self, requests, result, after=None):
+        work = _work(requests, result, after)
+        future = work.get_future()
+        if not future.done():
+            key = id(future)
+            self._running[key] = future
+            future.add_done_callback(lambda _: self._running.pop(key, None))
+        return work
+
     # ---------------------------------------------------------- reductions
 
     @_posting
-    def allreduce(self, tensors, opts=None):
-        op = _tide_op(opts.reduceOp) if opts is not None else tide.SUM
-        return _work([self.comm.iallreduce(t, op=op) for t in tensors], tensors)
+    def allreduce(self, tensors, opts=None, op=None):
+        tensors = _list(tensors)
+        _check_list("allreduce", tensors)
+        if tensors[0].is_sparse:
+            return self._sparse_allreduce(tensors, opts, op)
+        top = _reduce_op(opts, op, tensors[0].dtype)
+        if len(tensors) == 1:
+            d = _dense(tensors)
+            req = self.comm.iallreduce(d[0].c, op=top)
+            return self._work([req], tensors, _after_all(d))
+        acc = _Dense(_fold(tensors, top))
+        req = self.comm.iallreduce(acc.c, op=top)
+        return self._work([req], tensors, lambda: [t.copy_(acc.t) for t in tensors])
 
     @_posting
     def allreduce_coalesced(self, tensors, opts=None):
-        return self.allreduce(tensors, opts)
+        """One allreduce of the list, concatenated (Gloo's way): a tensor
+        listed twice gets its sum once, in both places."""
+        tensors = _list(tensors)
+        if not tensors:
+            _fail("allreduce_coalesced", "requires non-empty tensor list")
+        for i, t in enumerate(tensors):
+            if t.dtype != tensors[0].dtype:
+                _fail("allreduce_coalesced", "tensors must all have the same type")
+            if t.layout != torch.strided:
+                _fail("allreduce_coalesced", f"invalid tensor layout at index {i}"
+                      if tensors[0].layout == torch.strided else "unsupported layout")
+        top = _reduce_op(opts, None, tensors[0].dtype)
+        flat = _Dense(_flat(tensors))
+        req = self.comm.iallreduce(flat.c, op=top)
+        return self._work([req], tensors, _copy_out(flat.t, tensors))
+
+    def _sparse_allreduce(self, tensors, opts, op):
+        """A sparse COO sum, as Gloo's: every rank's indices and values
+        gathered, then added up and coalesced here."""
+        for t in tensors:
+            if t.layout != tensors[0].layout:
+                _fail("allreduce", "invalid tensor layout")
+            if t.size() != tensors[0].size():
+                _fail("allreduce", "invalid tensor size")
+        if op is None:
+            op = getattr(opts, "reduceOp", opts) if opts is not None else dist.ReduceOp.SUM
+        if op != dist.ReduceOp.SUM:
+            _fail("allreduce", "unsupported reduction operation (sparse tensors: SUM only)")
+        local = tensors[0].coalesce()
+        for t in tensors[1:]:
+            local = (local + t).coalesce()
+        total = _sparse_gather_sum(self.comm, local)
+        for t in tensors:
+            t.copy_(total)
+        return self._work([], tensors)
 
     @_posting
-    def reduce(self, tensors, opts):
-        op = _tide_op(opts.reduceOp)
-        reqs = [self.comm.ireduce(t, op=op, root=opts.rootRank) for t in tensors]
-        return _work(reqs, tensors)
+    def reduce(self, tensors, opts=None, root=None, op=None):
+        tensors = _list(tensors)
+        rank = root if root is not None else getattr(opts, "rootRank", 0)
+        _check_root("reduce", rank, self.size())
+        _root_tensor("reduce", opts, tensors)
+        if len(tensors) != 1:
+            _fail("reduce", "requires a single-element tensor list")
+        _check_same("reduce", tensors)
+        d = _dense(tensors)
+        req = self.comm.ireduce(d[0].c, op=_reduce_op(opts, op, tensors[0].dtype), root=rank)
+        return self._work([req], tensors, _after_all(d))
 
     @_posting
     def _reduce_scatter_base(self, output, input, opts=None):
-        op = _tide_op(opts.reduceOp) if opts is not None else tide.SUM
-        return _work([self.comm.ireduce_scatter(input, output, op=op)], [output])
+        top = _reduce_op(opts, None, input.dtype)
+        d = _dense([output, input])
+        return self._work([self.comm.ireduce_scatter(d[1].c, d[0].c, op=top)], [output],
+                          _after_all(d[:1]))
 
     @_posting
-    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
-        op = _tide_op(opts.reduceOp) if opts is not None else tide.SUM
-        reqs = [self.comm.ireduce_scatter(_flat(inputs), out, op=op)
-                for out, inputs in zip(output_tensors, input_tensors)]
-        return _work(reqs, output_tensors)
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None, op=None):
+        if isinstance(output_tensors, torch.Tensor):  # reduce_scatter(output, inputs, op)
+            outs, ins = [output_tensors], [input_tensors]
+        else:
+            outs, ins = list(output_tensors), list(input_tensors)
+        if not outs:
+            _fail("reduce_scatter", "requires non-empty tensor list")
+        if len(ins) != len(outs):
+            _fail("reduce_scatter", "requires input/output tensor lists to have the same length")
+        reqs, dense = [], []
+        for out, inputs in zip(outs, ins):
+            inputs = list(inputs)
+            if len(inputs) != self.size():
+                _fail("reduce_scatter", f"invalid input tensor list: {len(inputs)} tensors "
+                      f"for {self.size()} ranks")
+            _check_same("reduce_scatter", inputs, out)
+            top = _reduce_op(opts, op, out.dtype)
+            d = _Dense(out)
+            reqs.append(self.comm.ireduce_scatter(_Dense(_flat(inputs)).c, d.c, op=top))
+            dense.append(d)
+        return self._work(reqs, outs, _after_all(dense))
 
     # ------------------------------------------------------------ movement
 
     @_posting
-    def broadcast(self, tensors, opts):
-        return _work([self.comm.ibroadcast(t, root=opts.rootRank) for t in tensors], tensors)
+    def broadcast(self, tensors, opts=None, root=None):
+        tensors = _list(tensors)
+        rank = root if root is not None else getattr(opts, "rootRank", 0)
+        _check_root("broadcast", rank, self.size())
+        index = _root_tensor("broadcast", opts, tensors)
+        _check_same("broadcast", tensors)
+        src = _Dense(tensors[index])
+        req = self.comm.ibroadcast(src.c, root=rank)
+
+        def after():
+            src.back()
+            for i, t in enumerate(tensors):
+                if i != index:
+                    t.copy_(tensors[index])
+        return self._work([req], tensors, after)
 
     @_posting
     def _allgather_base(self, output, input, opts=None):
-        return _work([self.comm.iallgather(input, output)], [output])
+        d = _dense([output, input])
+        return self._work([self.comm.iallgather(d[1].c, d[0].c)], [output], _after_all(d[:1]))
+
+    @_posting
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        """torch 2's batched all_gather_into_tensor (FSDP2, DTensor): one
+        all-gather per pair, one work for them all."""
+        if len(outputs) != len(inputs):
+            _fail("allgather_into_tensor_coalesced", "requires input/output tensor lists to "
+                  "have the same length")
+        reqs, dense = [], []
+        for out, inp in zip(outputs, inputs):
+            d = _dense([out, inp])
+            reqs.append(self.comm.iallgather(d[1].c, d[0].c))
+            dense.append(d[0])
+        return self._work(reqs, list(outputs), _after_all(dense))
+
+    @_posting
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        """torch 2's batched reduce_scatter_tensor, likewise."""
+        if len(outputs) != len(inputs):
+            _fail("reduce_scatter_tensor_coalesced", "requires input/output tensor lists to "
+                  "have the same length")
+        reqs, dense = [], []
+        for out, inp in zip(outputs, inputs):
+            d = _dense([out, inp])
+            top = _reduce_op(opts, None, inp.dtype)
+            reqs.append(self.comm.ireduce_scatter(d[1].c, d[0].c, op=top))
+            dense.append(d[0])
+        return self._work(reqs, list(outputs), _after_all(dense))
 
     @_posting
     def allgather(self, output_tensors, input_tensors, opts=None):
-        reqs, copies = [], []
-        for outs, inp in zip(output_tensors, input_tensors):
-            flat = torch.empty(inp.numel() * self.size(), dtype=inp.dtype)
-            reqs.append(self.comm.iallgather(inp.contiguous(), flat))
-            copies.append(_copy_out(flat, outs))
-        return _work(reqs, output_tensors, lambda: [c() for c in copies])
+        """Every rank's every input lands in every output list, rank-major
+        (Gloo's multi-input form); a tensor and a list is the one-input
+        form."""
+        if isinstance(input_tensors, torch.Tensor):
+            output_tensors, input_tensors = [output_tensors], [input_tensors]
+        ins, outs = list(input_tensors), [list(o) for o in output_tensors]
+        if not ins:
+            _fail("allgather", "requires non-empty input tensor list")
+        if len(outs) != len(ins):
+            _fail("allgather", "requires input/output tensor lists to have the same length")
+        _check_same("allgather", ins)
+        for o in outs:
+            if len(o) != len(ins) * self.size():
+                _fail("allgather", "invalid output tensor list: "
+                      f"{len(o)} tensors for {len(ins)} inputs on {self.size()} ranks")
+            _check_same("allgather", o, ins[0])
+        flat = torch.empty(ins[0].numel() * len(ins) * self.size(), dtype=ins[0].dtype)
+        send = _Dense(_flat(ins))
+        recv = _Dense(flat)
+        req = self.comm.iallgather(send.c, recv.c)
+
+        def after():
+            for o in outs:
+                _copy_out(flat, o)()
+        return self._work([req], outs[0] if len(outs) == 1 else outs, after)
 
     @_posting
-    def gather(self, output_tensors, input_tensors, opts):
-        root, inp = opts.rootRank, input_tensors[0]
-        if self.rank() != root:
-            return _work([self.comm.igather(inp.contiguous(), root=root)], [])
-        flat = torch.empty(inp.numel() * self.size(), dtype=inp.dtype)
-        req = self.comm.igather(inp.contiguous(), flat, root=root)
-        return _work([req], output_tensors, _copy_out(flat, output_tensors[0]))
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        """Rank r's input_list lands in output_lists[r], tensor for tensor,
+        through one all-gather of the list concatenated."""
+        ins, outs = list(input_list), [list(o) for o in output_lists]
+        if len(outs) != self.size():
+            _fail("allgather_coalesced", f"output lists should be equal to world size "
+                  f"({len(outs)} for {self.size()})")
+        for o in outs:
+            if len(o) != len(ins):
+                _fail("allgather_coalesced", "each output list holds one tensor per input")
+            for i, (got, want) in enumerate(zip(o, ins)):
+                if got.numel() != want.numel():
+                    _fail("allgather_coalesced", f"invalid size of output tensor at index {i}")
+                if got.dtype != want.dtype:
+                    _fail("allgather_coalesced", f"invalid tensor type at index {i}")
+        send = _Dense(_flat(ins)) if ins else None
+        n = send.t.numel() if send is not None else 0
+        flat = torch.empty(n * self.size(), dtype=ins[0].dtype if ins else torch.uint8)
+        req = self.comm.iallgather(send.c if send else flat[:0], _Dense(flat).c)
+
+        def after():
+            for r, o in enumerate(outs):
+                _copy_out(flat[r * n:(r + 1) * n], o)()
+        return self._work([req], outs, after)
 
     @_posting
-    def scatter(self, output_tensors, input_tensors, opts):
-        root, out = opts.rootRank, output_tensors[0]
-        flat = _flat(input_tensors[0]) if self.rank() == root else None
-        return _work([self.comm.iscatter(flat, out, root=root)], output_tensors)
+    def gather(self, output_tensors, input_tensors, opts=None, root=None):
+        rank = root if root is not None else getattr(opts, "rootRank", 0)
+        if isinstance(input_tensors, torch.Tensor):  # gather(outputs, input, root)
+            input_tensors = [input_tensors]
+            output_tensors = [output_tensors] if self.rank() == rank else []
+        _check_root("gather", rank, self.size())
+        ins, outs = list(input_tensors), [list(o) for o in output_tensors]
+        if len(ins) != 1:
+            _fail("gather", "requires a single-element input tensor list")
+        inp = _Dense(ins[0])
+        if self.rank() != rank:
+            if outs:
+                _fail("gather", "requires empty output on non-root")
+            return self._work([self.comm.igather(inp.c, root=rank)], [])
+        if len(outs) != 1:
+            _fail("gather", "requires a single-element output list")
+        if len(outs[0]) != self.size():
+            _fail("gather", f"Incorrect output list size {len(outs[0])}. "
+                  f"Output list size should be {self.size()}")
+        _check_same("gather", outs[0], ins[0])
+        flat = torch.empty(ins[0].numel() * self.size(), dtype=ins[0].dtype)
+        req = self.comm.igather(inp.c, _Dense(flat).c, root=rank)
+        return self._work([req], outs[0], _copy_out(flat, outs[0]))
+
+    @_posting
+    def scatter(self, output_tensors, input_tensors, opts=None, root=None):
+        rank = root if root is not None else getattr(opts, "rootRank", 0)
+        if isinstance(output_tensors, torch.Tensor):  # scatter(output, inputs, root)
+            output_tensors = [output_tensors]
+            input_tensors = [input_tensors] if self.rank() == rank else []
+        _check_root("scatter", rank, self.size())
+        outs, ins = list(output_tensors), [list(i) for i in input_tensors]
+        if len(outs) != 1:
+            _fail("scatter", "requires a single-element output tensor list")
+        if self.rank() == rank:
+            if len(ins) != 1:
+                _fail("scatter", "requires a single-element input list")
+            if len(ins[0]) != self.size():
+                _fail("scatter", f"Incorrect input list size {len(ins[0])}. "
+                      f"Input list size should be {self.size()}")
+            _check_same("scatter", ins[0], outs[0])
+        elif ins:
+            _fail("scatter", "requires empty input on non-root")
+        out = _Dense(outs[0])
+        flat = _Dense(_flat(ins[0])).c if self.rank() == rank else None
+        return self._work([self.comm.iscatter(flat, out.c, root=rank)], outs, _after_all([out]))
 
     @_posting
     def alltoall(self, output_tensors, input_tensors, opts=None):
@@ -289,13 +608,15 @@ class TideProcessGroup(ProcessGroup):
         if len(sizes) != 1:
             return self._alltoallv_lists(output_tensors, input_tensors)
         flat_out = torch.empty(sizes.pop() * self.size(), dtype=output_tensors[0].dtype)
-        req = self.comm.ialltoall(_flat(input_tensors), flat_out)
-        return _work([req], output_tensors, _copy_out(flat_out, output_tensors))
+        req = self.comm.ialltoall(_Dense(_flat(input_tensors)).c, _Dense(flat_out).c)
+        return self._work([req], output_tensors, _copy_out(flat_out, output_tensors))
 
     @_posting
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         if not output_split_sizes and not input_split_sizes:
-            return _work([self.comm.ialltoall(input, output)], [output])
+            d = _dense([output, input])
+            return self._work([self.comm.ialltoall(d[1].c, d[0].c)], [output],
+                              _after_all(d[:1]))
         n = self.size()
         ins = self._split(input, input_split_sizes, n)
         outs = self._split(output, output_split_sizes, n)
@@ -314,31 +635,79 @@ class TideProcessGroup(ProcessGroup):
 
     def _alltoallv_lists(self, outs, ins, result=None):
         """A send and a receive per peer; the block for itself is copied."""
-        me, reqs = self.rank(), []
+        me, reqs, dense = self.rank(), [], []
         for peer in range(self.size()):
             if peer == me:
                 outs[me].copy_(ins[me])
                 continue
-            reqs.append(self.comm.irecv(outs[peer], peer, _ALLTOALLV_TAG))
-            reqs.append(self.comm.isend(ins[peer].contiguous(), peer, _ALLTOALLV_TAG))
-        return _work(reqs, result if result is not None else outs)
+            d = _Dense(outs[peer])
+            dense.append(d)
+            reqs.append(self.comm.irecv(d.c, peer, _ALLTOALLV_TAG))
+            reqs.append(self.comm.isend(_Dense(ins[peer]).c, peer, _ALLTOALLV_TAG))
+        return self._work(reqs, result if result is not None else outs, _after_all(dense))
 
     @_posting
     def barrier(self, opts=None):
-        return _work([self.comm.ibarrier()], [])
+        """Also waits for this group's works posted before it, as Gloo's
+        barrier does ("barrier implies wait")."""
+        earlier = list(self._running.values())
+        work = self._work([self.comm.ibarrier()], [])
+        if not earlier:
+            return work
+        everything = torch.futures.collect_all(earlier + [work.get_future()])
+        barrier = _create_work_from_future(everything.then(_all_succeeded))
+        _ours.add(barrier)
+        return barrier
 
     # ------------------------------------------------------ point to point
 
     @_posting
-    def send(self, tensors, dst, tag):
-        return _work([self.comm.isend(t, dst, tag) for t in tensors], tensors)
+    def send(self, tensors, dst, tag=0):
+        tensors = _list(tensors)
+        return self._work([self.comm.isend(_Dense(t).c, dst, tag) for t in tensors], tensors)
 
     @_posting
-    def recv(self, tensors, src, tag):
-        return _work([self.comm.irecv(t, src, tag) for t in tensors], tensors)
+    def recv(self, tensors, src, tag=0):
+        tensors = _list(tensors)
+        dense = _dense(tensors)
+        return self._work([self.comm.irecv(d.c, src, tag) for d in dense], tensors,
+                          _after_all(dense))
 
-    def recv_anysource(self, tensors, tag):
+    def recv_anysource(self, tensors, tag=0):
         raise RuntimeError("tide: recv from any source is not supported (name the source)")
+
+
+def _all_succeeded(collected):
+    """collect_all's futures, each waited on: the first failure raises."""
+    for future in collected.value():
+        future.wait()
+    return []
+
+
+def _sparse_gather_sum(comm, local):
+    """Every rank's sparse COO tensor (coalesced) summed: the nonzero counts
+    all-gathered, then the indices and values of each rank padded to the
+    largest and all-gathered, then added up here in rank order."""
+    n, dims = comm.size, local.sparse_dim()
+    counts = torch.zeros(n, dtype=torch.int64)
+    comm.allgather(torch.tensor([local._nnz()], dtype=torch.int64), counts)
+    most = int(counts.max())
+    values = local._values()
+    dense_shape = tuple(values.shape[1:])
+    idx = torch.zeros((dims, most), dtype=torch.int64)
+    idx[:, :local._nnz()] = local._indices()
+    val = torch.zeros((most,) + dense_shape, dtype=values.dtype)
+    val[:local._nnz()] = values
+    all_idx = torch.empty((n, dims, most), dtype=torch.int64)
+    all_val = torch.empty((n, most) + dense_shape, dtype=values.dtype)
+    comm.allgather(idx.contiguous(), all_idx)
+    comm.allgather(val.contiguous(), all_val)
+    total = None
+    for r in range(n):
+        k = int(counts[r])
+        part = torch.sparse_coo_tensor(all_idx[r, :, :k], all_val[r, :k], local.size())
+        total = part if total is None else total + part
+    return total.coalesce()
 
 
 def _create(opts, pg_options=None):
@@ -358,5 +727,15 @@ def _create(opts, pg_options=None):
     return TideProcessGroup(comm, opts.group_rank, opts.group_size)
 
 
-if BACKEND.upper() not in dist.Backend._plugins:
-    dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+def _register():
+    """Says it is a CPU backend where torch asks (devices=, torch 2.x):
+    without it torch assumes cpu and cuda and hands tide CUDA tensors."""
+    if BACKEND.upper() in dist.Backend._plugins:
+        return
+    kwargs = {"extended_api": True}
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        kwargs["devices"] = ["cpu"]
+    dist.Backend.register_backend(BACKEND, _create, **kwargs)
+
+
+_register()

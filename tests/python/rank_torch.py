@@ -184,10 +184,10 @@ def case_subgroups(ctx):
 def case_errors(ctx):
     r, n = ctx
     t = torch.ones(4, dtype=torch.int32)
-    expect_raises(RuntimeError, lambda: dist.all_reduce(t, op=dist.ReduceOp.BAND), "tide")
-    expect_raises(RuntimeError, lambda: dist.all_reduce(torch.ones(4, 4).t()), "contiguous")
-    expect_raises(RuntimeError, lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool)),
-                  "TIDE_EINVAL")
+    expect_raises(RuntimeError, lambda: dist.all_reduce(t, op=dist.ReduceOp.BAND),
+                  "unsupported reduction operation BAND")
+    expect_raises(RuntimeError, lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool),
+                                                        op=dist.ReduceOp.AVG), "AVG")
     c = torch.ones(2, dtype=torch.complex64)  # torch sends it as float32 pairs
     dist.all_reduce(c)
     eq(c, torch.full((2,), complex(n, 0), dtype=torch.complex64), "complex all_reduce")

@@ -1,16 +1,41 @@
 """test_torch.py - the torch.distributed backend "tide" (rank_torch.py on
 1-4 ranks, its deadline on 3) and DDP training that matches Gloo's."""
 import os
+import subprocess
 
 import pytest
 
-from conftest import ROOT, launch
+from conftest import PYTHON, ROOT, launch
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
 def test_backend_on_ranks(run_ranks, n):
     out = run_ranks(n, "rank_torch.py", timeout=240)
     assert out.count("ok errors") == n
+
+
+C10D_CASES = ["allreduce", "allreduce_coalesced", "sparse", "broadcast", "reduce", "allgather",
+              "allgather_coalesced", "gather_scatter", "barrier_implies_wait", "send_recv",
+              "layouts", "coalesced_into_tensor", "bool"]
+
+
+def _torch_major():
+    p = subprocess.run([PYTHON, "-c", "import torch; print(torch.__version__)"],
+                       stdout=subprocess.PIPE, text=True, check=True)
+    return int(p.stdout.split(".")[0])
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("backend", ["gloo", "tide"])
+def test_process_group_api_as_gloo_tests_it(run_ranks, backend, n):
+    """rank_c10d.py: what PyTorch's Gloo tests ask of a ProcessGroup, on
+    Gloo and on tide alike (bool only where the backend takes it: torch
+    1.13's Gloo refuses it)."""
+    cases = C10D_CASES
+    if backend == "gloo" and _torch_major() < 2:
+        cases = [c for c in cases if c != "bool"]
+    out = run_ranks(n, "rank_c10d.py", backend, *cases, timeout=240)
+    assert out.count("ok ") == n * len(cases), out
 
 
 def test_init_timeout_is_the_deadline(run_ranks):
