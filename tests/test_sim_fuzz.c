@@ -16,7 +16,11 @@
  * the ranks on hosts of 1 to 4 (tide_sim_config.ranks_per_host: cheaper
  * links and staging memory inside a host only), most of them evenly, so
  * the hierarchical all-reduce runs (by default from its size, or forced)
- * with its parts' own algorithms, staged ones among them.
+ * with its parts' own algorithms, staged ones among them.  Half the seeds
+ * with staging memory give the ranks boards too (tide_sim_config.boards),
+ * so the board collectives run, by default for small vectors or forced,
+ * between and inside the others (drawn from a second stream: the jobs of
+ * older seeds stay as they were).
  *
  * With --faults, each seed also injects one fault: a rank crashes after a
  * random number of deliveries, a link stalls past the deadline, or a rank
@@ -115,19 +119,25 @@ static size_t pick_count(uint64_t *s, int n)
 
 /* The family's algorithms a seed may force: the first three, the
  * staged one (index 3) where the ranks share staging memory, the
- * hierarchical one (4) where they are on hosts.  (Where the group cannot
- * run it, it gives way to the default.) */
-static int pick_algo(uint64_t *s, const struct job *j, const struct family *f)
+ * hierarchical one (4) where they are on hosts, and where they have
+ * boards, now and then a board (5, or 6: two-phase).  (Where the group
+ * cannot run it, or a vector does not fit a board, it gives way to the
+ * default.)  The boards come from the second stream, b, so that every
+ * other pick stays what it was before boards were drawn. */
+static int pick_algo(uint64_t *s, uint64_t *b, const struct job *j, const struct family *f)
 {
     int can[5], ncan = 0;
     for (int i = 0; i < 5; i++)
         if (f->algos[i] && (i < 3 || (i == 3 && j->cfg.stage_slot_bytes) ||
                             (i == 4 && j->cfg.ranks_per_host)))
             can[ncan++] = i;
-    return can[rnd(s) % (uint64_t)ncan];
+    int pick = can[rnd(s) % (uint64_t)ncan];
+    if (j->cfg.boards && f->algos[5] && rnd(b) % 3 == 0)
+        pick = f->algos[6] && rnd(b) % 2 ? 6 : 5;
+    return pick;
 }
 
-static void make_op(uint64_t *s, struct job *j, struct fop *o)
+static void make_op(uint64_t *s, uint64_t *b, struct job *j, struct fop *o)
 {
     memset(o, 0, sizeof *o);
     o->k.coll = (enum coll)(rnd(s) % C_COUNT);
@@ -139,7 +149,7 @@ static void make_op(uint64_t *s, struct job *j, struct fop *o)
     o->k.wrap = (o->k.dtype == TIDE_INT8 || o->k.dtype == TIDE_UINT8) && o->k.op == TIDE_SUM &&
                 rnd(s) % 4 == 0;
     const struct family *f = &coll_families[o->k.coll];
-    o->algo = f->env && rnd(s) % 4 ? pick_algo(s, j, f) : -1;
+    o->algo = f->env && rnd(s) % 4 ? pick_algo(s, b, j, f) : -1;
     if (o->k.coll == C_ALLREDUCE && j->cfg.ranks_per_host && rnd(s) % 2)
         o->algo = 4; /* hierarchical: several in flight, their parts interleaving */
     o->on_sub = j->sub && rnd(s) % 2;
@@ -171,9 +181,12 @@ static void make_faults(uint64_t *s, struct job *j)
     }
 }
 
+/* Two streams: s draws the job as it was before boards existed (seeds
+ * that found bugs keep naming the same jobs), b draws what boards add. */
 static void make_job(uint64_t seed, bool faults, struct job *j)
 {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    uint64_t b = seed * 0xD1B54A32D192ED03ull + 7;
     memset(j, 0, sizeof *j);
     j->seed = seed;
     uint64_t band = rnd(&s) % 100;
@@ -199,11 +212,12 @@ static void make_job(uint64_t seed, bool faults, struct job *j)
     j->cfg.timeout_s = 30;
     if (rnd(&s) % 2)
         j->cfg.stage_slot_bytes = (size_t)32 << (rnd(&s) % 6);
+    j->cfg.boards = j->cfg.stage_slot_bytes && rnd(&b) % 2;
     j->cfg.ranks_per_host = per_host;
     j->cfg.host_alpha_s = (double)(rnd(&s) % 4) * 1e-7;
     j->nops = 1 + (int)(rnd(&s) % MAXOPS);
     for (int i = 0; i < j->nops; i++)
-        make_op(&s, j, &j->ops[i]);
+        make_op(&s, &b, j, &j->ops[i]);
     if (faults)
         make_faults(&s, j);
 }
@@ -455,6 +469,7 @@ static bool moves_data(const struct rank_run *rr, int i, int n)
 }
 
 static uint64_t hier_ran; /* hierarchical all-reduces that succeeded, on all ranks */
+static uint64_t board_ran; /* board collectives that succeeded, on all ranks */
 
 static void check_rank(struct rank_run *rr)
 {
@@ -478,6 +493,7 @@ static void check_rank(struct rank_run *rr)
         else if (!rc)
             check_result(sl);
         hier_ran += !rc && !strcmp(tide_req_algorithm(sl->req), "hier");
+        board_ran += !rc && !strncmp(tide_req_algorithm(sl->req), "board", 5);
         tide_req_free(sl->req);
         free(sl->send);
         free(sl->recv);
@@ -604,11 +620,11 @@ static void run_job(const struct job *j)
 
 static void describe(const struct job *j)
 {
-    printf("seed %llu: %d ranks (%d a host), %s, %d ops%s, staging slots of %zu bytes, fault %s "
-           "(rank %d, peer %d, after %llu, op %d)\n",
+    printf("seed %llu: %d ranks (%d a host), %s, %d ops%s, staging slots of %zu bytes%s, "
+           "fault %s (rank %d, peer %d, after %llu, op %d)\n",
            (unsigned long long)j->seed, j->n, j->cfg.ranks_per_host,
-           j->spawn ? "programs" : "posted", j->nops,
-           j->sub ? ", sub-communicators" : "", j->cfg.stage_slot_bytes, fault_names[j->fault],
+           j->spawn ? "programs" : "posted", j->nops, j->sub ? ", sub-communicators" : "",
+           j->cfg.stage_slot_bytes, j->cfg.boards ? " and boards" : "", fault_names[j->fault],
            j->frank, j->fpeer, (unsigned long long)j->after, j->fop);
     for (int i = 0; i < j->nops; i++)
         printf("  op %d%s%s: %s\n", i, j->ops[i].on_sub ? " on the sub-communicator" : "",
@@ -656,14 +672,16 @@ int main(int argc, char **argv)
         run_job(&j);
         ran++;
     }
-    printf("%llu %s schedules from seed %llu: %d failed; %llu hierarchical all-reduces ran\n",
+    printf("%llu %s schedules from seed %llu: %d failed; %llu hierarchical all-reduces and "
+           "%llu board collectives ran\n",
            (unsigned long long)ran, faults ? "fault" : "fault-free", (unsigned long long)first,
-           failures, (unsigned long long)hier_ran);
-    /* A run long enough to have drawn even hosts must have run some: a
-     * hierarchy never chosen would leave its state machines unfuzzed. */
-    if (ran >= 1000 && hier_ran == 0) {
-        fprintf(stderr, "no hierarchical all-reduce ran in %llu schedules\n",
-                (unsigned long long)ran);
+           failures, (unsigned long long)hier_ran, (unsigned long long)board_ran);
+    /* A run long enough to have drawn even hosts and boards must have
+     * run some of each: one never chosen would leave its state machines
+     * unfuzzed. */
+    if (ran >= 1000 && (hier_ran == 0 || board_ran == 0)) {
+        fprintf(stderr, "no %s ran in %llu schedules\n",
+                hier_ran ? "board collective" : "hierarchical all-reduce", (unsigned long long)ran);
         return 1;
     }
     return failures ? 1 : 0;
