@@ -42,7 +42,8 @@ suites build
 # python3-torch; a pyenv/venv python3 first on PATH may not.  pytest's
 # status 5 (nothing collected) fails this script too, as it should: the
 # suite is never meant to be empty.
-tools/packages.sh test python3-torch python3-numpy python3-pytest python3-sklearn
+tools/packages.sh test python3-torch python3-numpy python3-pytest python3-sklearn python3-pip \
+  python3-setuptools python3-wheel
 echo "test: Python package and torch.distributed backend (pytest, plain build, io_uring)"
 TIDE_BUILD=build /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python
 echo "test: the same with io_uring refused by seccomp: epoll reactor"

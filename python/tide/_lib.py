@@ -2,10 +2,12 @@
 
 Where the library comes from, first match wins:
   1. $TIDE_LIBRARY, a path to libtide.so (tests point it at the build dir);
-  2. the libdir recorded by `meson install` in _install.py;
-  3. a build directory next to the source tree (../../build), for running
+  2. libtide.so.0 inside the package, where `pip install .` puts it
+     (setup.py);
+  3. the libdir recorded by `meson install` in _install.py;
+  4. a build directory next to the source tree (../../build), for running
      from a checkout with PYTHONPATH=python;
-  4. the loader's own search (ldconfig, LD_LIBRARY_PATH).
+  5. the loader's own search (ldconfig, LD_LIBRARY_PATH).
 
 ctypes, not cffi: it is in the standard library, needs no compiler, and
 releases the GIL around every foreign call, which is what lets a waiting
@@ -26,12 +28,13 @@ def _candidates():
     if env:
         yield env
         return
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, SONAME)
     try:
         from . import _install
         yield os.path.join(_install.LIBDIR, SONAME)
     except ImportError:
         pass
-    here = os.path.dirname(os.path.abspath(__file__))
     yield os.path.join(here, "..", "..", "build", "libtide.so")
     found = ctypes.util.find_library("tide")
     yield found or SONAME
