@@ -1,8 +1,14 @@
-/* log.c - leveled logging to stderr, one write per line. */
+/* log.c - leveled logging to stderr, one write per line.  A line says
+ * which rank, when (UTC, to the microsecond) and where (host:pid), so the
+ * stderr of a job's ranks, merged by a launcher or a batch system, can be
+ * put back in order and matched with other hosts' logs:
+ *
+ *   tide[rank 3] 16:01:02.123456Z node7:4321 warning: lost rank 2: ... */
 #include "engine/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 static int log_level = TIDE_LOG_WARN;
@@ -26,12 +32,19 @@ void tide__log(int level, int rank, const char *fmt, ...)
     if (level < 0 || level > TIDE_LOG_DEBUG)
         level = TIDE_LOG_DEBUG;
 
-    char line[1024];
-    int n;
+    char line[1024], who[24] = "tide", host[64] = "?";
     if (rank >= 0)
-        n = snprintf(line, sizeof line, "tide[rank %d] %s: ", rank, level_names[level]);
-    else
-        n = snprintf(line, sizeof line, "tide %s: ", level_names[level]);
+        snprintf(who, sizeof who, "tide[rank %d]", rank);
+    if (gethostname(host, sizeof host) != 0)
+        host[0] = '?', host[1] = '\0';
+    host[sizeof host - 1] = '\0';
+    struct timespec now;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    int n = snprintf(line, sizeof line, "%s %02d:%02d:%02d.%06ldZ %s:%d %s: ", who, tm.tm_hour,
+                     tm.tm_min, tm.tm_sec, now.tv_nsec / 1000, host, (int)getpid(),
+                     level_names[level]);
     if (n < 0)
         return;
 
