@@ -353,6 +353,24 @@ static void each_launch_gets_a_new_token(void **state)
 
 /* ----------------------------------------------------------------- output */
 
+/* The manual page made from --help (tools/meson.build, help2man) is
+ * beside the binary and says what --help says. */
+static void manual_page_is_made(void **state)
+{
+    (void)state;
+    char path[PATH_MAX], text[16384];
+    snprintf(path, sizeof path, "%s.1", launcher_path());
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("no manual page at %s (is help2man installed?)", path);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    assert_contains(text, ".SH NAME\ntide-run \\- start the ranks of a tide job on this host");
+    assert_contains(text, "\\fB\\-\\-nnodes\\fR");
+    assert_contains(text, "\\fB\\-\\-keep\\-going\\fR");
+}
+
 /* ------------------------------------------------------ mpirun's habits */
 
 static const char test_token[] =
@@ -884,6 +902,7 @@ int main(void)
         LAUNCHER_TEST(explicit_port_and_addr_are_passed),
         LAUNCHER_TEST(preset_thread_counts_are_kept),
         LAUNCHER_TEST(each_launch_gets_a_new_token),
+        LAUNCHER_TEST(manual_page_is_made),
         LAUNCHER_TEST(mpirun_spellings_are_accepted),
         LAUNCHER_TEST(node_share_of_a_bigger_job),
         LAUNCHER_TEST(two_launchers_make_one_job),

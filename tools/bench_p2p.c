@@ -105,16 +105,17 @@ static const char help_text[] =
     "  --warmup N   untimed round trips per variant first (default 1000)\n"
     "  --mib M      one-way transfer size in MiB (default 64)\n"
     "  --reps R     latency blocks and timed transfers (default 5, max 100)\n"
-    "  --json FILE  also write the numbers as JSON (rank 0)\n";
+    "  --json FILE  also write the numbers as JSON (rank 0)\n"
+    "  --version    print tide's version\n";
 
-/* Returns 0 to run, 1 after --help, -1 on a bad argument. */
+/* Returns 0 to run, 1 after --help or --version, -1 on a bad argument. */
 static int parse_options(int argc, char **argv, struct options *opt)
 {
     static const struct option longs[] = {
         {"iters", required_argument, NULL, 'i'}, {"warmup", required_argument, NULL, 'w'},
         {"mib", required_argument, NULL, 'm'},   {"reps", required_argument, NULL, 'r'},
         {"json", required_argument, NULL, 'j'},  {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"version", no_argument, NULL, 'V'},     {NULL, 0, NULL, 0},
     };
     *opt = (struct options){.iters = 20000, .warmup = 1000, .mib = 64, .reps = 5};
     int c;
@@ -130,6 +131,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
         case 'r': opt->reps = (int)(v > MAX_REPS ? 0 : v); break;
         case 'j': opt->json = optarg; break;
         case 'h': fputs(help_text, stdout); return 1;
+        case 'V': printf("tide-bench-p2p %s\n", tide_version()); return 1;
         default: fputs(help_text, stderr); return -1;
         }
     }

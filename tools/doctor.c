@@ -350,10 +350,16 @@ static void analyse_all(struct job *j)
 }
 
 static const char usage[] =
-    "usage: tide-doctor DIR\n"
+    "Usage: tide-doctor DIR\n"
+    "\n"
     "Reads the flight-recorder dumps (TIDE_DUMP_DIR) of a job's ranks and\n"
-    "says who is behind and where.  Exit 0: nothing wrong found; 1: see\n"
-    "the report; 2: no dump could be read.\n";
+    "says who is behind and where.\n"
+    "\n"
+    "  -h, --help   print this help\n"
+    "  --version    print tide's version\n"
+    "\n"
+    "Exit status: 0 nothing wrong found; 1 see the report; 2 no dump could\n"
+    "be read.\n";
 
 int main(int argc, char **argv)
 {
