@@ -316,6 +316,8 @@ static void bad_arguments_exit_2(void **state)
         {"tide-perf", {"-a", "no_such_algorithm", NULL}},
         {"tide-overlap", {"-c", "1", NULL}},
         {"tide-overlap", {"--compute", "gpu", NULL}},
+        {"tide-ring-demo", {"--ranks", "4", NULL}}, /* it used to ignore them and run */
+        {"tide-bench-p2p", {"--iters", "x", NULL}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct run r = run_tool(cases[i].tool, cases[i].args);
@@ -330,8 +332,9 @@ static void bad_arguments_exit_2(void **state)
 static void every_tool_says_its_version(void **state)
 {
     (void)state;
-    static const char *const tools[] = {"tide-run", "tide-perf", "tide-overlap", "tide-sim",
-                                        "tide-doctor", "tide-fsdp-train"};
+    static const char *const tools[] = {"tide-run",    "tide-perf",       "tide-overlap",
+                                        "tide-sim",    "tide-doctor",     "tide-fsdp-train",
+                                        "tide-ring-demo", "tide-bench-p2p"};
     char want[64];
     snprintf(want, sizeof want, "%s", tide_version());
     for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {

@@ -1,11 +1,11 @@
-/* ring_demo.c - tide-ring-demo, the main job for now: every rank joins,
+/* ring_demo.c - tide-ring-demo, the first demo: every rank joins,
  * a token travels once around the ring of ranks, every rank hands 1 MiB
  * to its right neighbour, all meet at a barrier, then they run an
  * allreduce, an all-gather and a reduce-scatter (small ones whose results
  * are printed, and a 16 MiB allreduce), and each checks what it got.  It
  * says what happens in plain words.  Run it with
  *     tide-run -n 4 -- tide-ring-demo
- * It grows into the FSDP training demo later. */
+ * (tide-fsdp-train is the main job now.) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,10 +177,44 @@ static int big_allreduce(tide_comm *comm)
     return wrong != 0;
 }
 
-int main(void)
+static const char usage[] =
+    "Usage: tide-run -n N -- tide-ring-demo\n"
+    "\n"
+    "Every rank joins; a token goes once around the ring of ranks, each\n"
+    "hands 1 MiB to its right neighbour, all meet at a barrier, then they\n"
+    "run small collectives and a 16 MiB allreduce, and check every result.\n"
+    "It takes no options but these:\n"
+    "\n"
+    "  -h, --help   print this help\n"
+    "  --version    print tide's version\n"
+    "\n"
+    "Exit status: 0 when every check on every rank passed.\n";
+
+/* -1: run the demo; else the exit status (after --help, --version or a
+ * misuse: an argument it would otherwise ignore). */
+static int parse_args(int argc, char **argv)
 {
+    if (argc == 1)
+        return -1;
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+        printf("tide-ring-demo %s\n", tide_version());
+        return 0;
+    }
+    fprintf(stderr, "tide-ring-demo: unexpected argument '%s'\n%s", argv[1], usage);
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = parse_args(argc, argv);
+    if (rc >= 0)
+        return rc;
     tide_comm *comm;
-    int rc = tide_init(&comm);
+    rc = tide_init(&comm);
     if (rc)
         return fail("joining the job (tide_init)", rc);
     int r = tide_comm_rank(comm), n = tide_comm_size(comm);
