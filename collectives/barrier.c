@@ -73,7 +73,7 @@ int tide_ibarrier(tide_comm *comm, tide_req **out)
 {
     if (out)
         *out = NULL;
-    if (!comm || !out)
+    if (!comm || !out || tide__comm_usable(comm, "tide_ibarrier"))
         return TIDE_EINVAL;
     /* One algorithm, but a misspelt TIDE_ALGO_BARRIER is refused like
      * any other collective's. */

@@ -64,6 +64,8 @@ static int check_common(const struct call *k, tide_req **req, bool reduces)
 {
     if (!k->comm || !req)
         return reject(k, "comm and req must not be NULL");
+    if (tide__comm_usable(k->comm, k->fn))
+        return TIDE_EINVAL;
     if (!tide__dtype_valid((int)k->dtype))
         return reject(k, "unknown dtype %d", (int)k->dtype);
     if (reduces && !tide__op_valid((int)k->op))

@@ -31,6 +31,8 @@ static int check_args(const char *fn, tide_comm *comm, const void *buf, size_t b
     const char *why = NULL;
     if (!comm || !req)
         why = "comm and req must not be NULL";
+    else if (tide__comm_usable(comm, fn))
+        return TIDE_EINVAL;
     else if (peer < 0 || peer >= comm->size)
         why = "peer is not a rank of the communicator";
     else if (tag < 0)

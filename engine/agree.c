@@ -212,7 +212,7 @@ static int agreement(tide_comm *comm, int flag_in, uint8_t **failed, uint64_t *w
 
 int tide_comm_agree(tide_comm *comm, int *flag)
 {
-    if (!comm || !flag)
+    if (!comm || !flag || tide__comm_usable(comm, "tide_comm_agree"))
         return TIDE_EINVAL;
     uint8_t *state;
     uint64_t wire;
@@ -227,7 +227,7 @@ int tide_comm_shrink(tide_comm *comm, tide_comm **newcomm)
 {
     if (newcomm)
         *newcomm = NULL;
-    if (!comm || !newcomm)
+    if (!comm || !newcomm || tide__comm_usable(comm, "tide_comm_shrink"))
         return TIDE_EINVAL;
     uint8_t *state;
     uint64_t wire;

@@ -71,7 +71,7 @@ int tide_comm_async_error(tide_comm *comm, const char **message)
 {
     if (message)
         *message = "";
-    if (!comm)
+    if (!comm || tide__comm_usable(comm, "tide_comm_async_error"))
         return TIDE_EINVAL;
     struct tide__ctx *ctx = comm->ctx;
     /* Like tide_test, one pass of progress, so that a program in inline

@@ -113,6 +113,33 @@ struct tide__ctx *tide__ctx_new(const tide_config *cfg, bool wake)
     return ctx;
 }
 
+/* Tombstones: the last contexts tide_init made and tide_finalize freed,
+ * kept (their insides released) so that a call on a communicator of one
+ * reads `finalized` and is refused instead of reading freed memory.  A
+ * program that inits and finalizes over and over keeps the last
+ * TOMBSTONES of them, 5 KB each. */
+#define TOMBSTONES 64
+static struct tide__ctx *tombstones[TOMBSTONES];
+static unsigned ntombstones;
+static pthread_mutex_t tombstone_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void retire(struct tide__ctx *ctx)
+{
+    pthread_mutex_lock(&tombstone_lock);
+    struct tide__ctx *oldest = tombstones[ntombstones % TOMBSTONES];
+    tombstones[ntombstones++ % TOMBSTONES] = ctx;
+    pthread_mutex_unlock(&tombstone_lock);
+    free(oldest);
+}
+
+int tide__comm_usable(const tide_comm *comm, const char *fn)
+{
+    if (!atomic_load_explicit(&comm->ctx->finalized, memory_order_acquire))
+        return 0;
+    tide__log(TIDE_LOG_WARN, comm->rank, "%s: used after tide_finalize", fn);
+    return TIDE_EINVAL;
+}
+
 void tide__ctx_unref(struct tide__ctx *ctx)
 {
     if (atomic_fetch_sub(&ctx->refs, 1) != 1)
@@ -131,7 +158,10 @@ void tide__ctx_unref(struct tide__ctx *ctx)
     tide__trace_free(ctx);
     if (ctx->wake_fd >= 0)
         close(ctx->wake_fd);
-    free(ctx);
+    if (ctx->retire_on_free)
+        retire(ctx);
+    else
+        free(ctx);
 }
 
 int tide_init_with(tide_comm **out, const tide_config *cfg)
@@ -159,6 +189,7 @@ int tide_init_with(tide_comm **out, const tide_config *cfg)
     if (!ctx)
         return TIDE_ENOMEM;
     ctx->reactor.ops = reactor;
+    ctx->retire_on_free = true;
     if (cfg->trace_path[0])
         rc = tide__trace_open(ctx, cfg->trace_path);
     if (!rc)
@@ -214,7 +245,7 @@ int tide_comm_size(const tide_comm *comm)
 
 const char *tide_comm_reactor(const tide_comm *comm)
 {
-    if (!comm)
+    if (!comm || tide__comm_usable(comm, "tide_comm_reactor"))
         return NULL;
     const struct tide__ctx *ctx = comm->ctx;
     return ctx->reactor.ops ? ctx->reactor.ops->name : ctx->drive->name;
@@ -222,7 +253,7 @@ const char *tide_comm_reactor(const tide_comm *comm)
 
 int tide_comm_progress_cpus(const tide_comm *comm, char *buf, size_t len)
 {
-    if (!comm || !buf || !len)
+    if (!comm || !buf || !len || tide__comm_usable(comm, "tide_comm_progress_cpus"))
         return TIDE_EINVAL;
     /* Set before tide_init returned (the thread placed itself before it
      * said it was ready), so no lock. */
@@ -233,7 +264,7 @@ int tide_comm_progress_cpus(const tide_comm *comm, char *buf, size_t len)
 
 const char *tide_comm_transport(const tide_comm *comm, int peer)
 {
-    if (!comm || peer < 0 || peer >= comm->size || !comm->ctx->tp)
+    if (!comm || peer < 0 || peer >= comm->size || tide__comm_usable(comm, "tide_comm_transport"))
         return NULL;
     struct tide__transport *tp = comm->ctx->tp;
     int world = comm->world_of ? comm->world_of[peer] : peer;
@@ -242,7 +273,7 @@ const char *tide_comm_transport(const tide_comm *comm, int peer)
 
 int tide_comm_abort(tide_comm *comm)
 {
-    if (!comm)
+    if (!comm || tide__comm_usable(comm, "tide_comm_abort"))
         return TIDE_EINVAL;
     tide__progress_command_sync(comm->ctx, TIDE_CMD_ABORT);
     return 0;
@@ -250,7 +281,7 @@ int tide_comm_abort(tide_comm *comm)
 
 int tide_finalize(tide_comm *comm)
 {
-    if (!comm)
+    if (!comm || tide__comm_usable(comm, "tide_finalize"))
         return TIDE_EINVAL;
     struct tide__ctx *ctx = comm->ctx;
     if (comm != &ctx->world)
@@ -260,6 +291,7 @@ int tide_finalize(tide_comm *comm)
     tide__comm_hosts_free(&ctx->world);
     ctx->tp->ops->destroy(ctx->tp);
     ctx->tp = NULL;
+    atomic_store_explicit(&ctx->finalized, true, memory_order_release);
     tide__ctx_unref(ctx);
     return 0;
 }

@@ -204,6 +204,11 @@ struct tide__ctx {
     uint64_t spin_ns;
     bool spin_yields; /* a spinning waiter yields on idle passes (comm.c: spin_yields) */
     bool inline_mode;
+    /* tide_finalize ran: every call on its communicators is refused
+     * (tide__comm_usable).  The context's memory outlives it for that
+     * (comm.c, retire). */
+    _Atomic bool finalized;
+    bool retire_on_free; /* made by tide_init: kept as a tombstone when freed */
     struct tide__trace *trace; /* TIDE_TRACE recording (trace.h), or NULL */
     struct tide__rec_ctx rec;  /* flight recorder dumps (recorder_dump.c) */
     /* Which boards our communicators hold (collectives/board.c), made at
@@ -467,6 +472,11 @@ void tide__comm_unref(tide_comm *comm);
 /* The communicator of this process with wire id `id` (the world or a
  * live sub-communicator), or NULL.  Any thread. */
 tide_comm *tide__comm_find(struct tide__ctx *ctx, uint32_t id);
+
+/* 0 when comm may be used; TIDE_EINVAL, logged as fn's, after its
+ * context's tide_finalize (a use that would otherwise read freed memory
+ * or a torn-down transport). */
+int tide__comm_usable(const tide_comm *comm, const char *fn);
 
 /* ---- subreq.c: a request made of requests ---- */
 

@@ -69,7 +69,7 @@ static const struct tide__op_vtbl revoke_vtbl = {"revoke", revoke_start, revoke_
 
 int tide_comm_revoke(tide_comm *comm)
 {
-    if (!comm)
+    if (!comm || tide__comm_usable(comm, "tide_comm_revoke"))
         return TIDE_EINVAL;
     tide_req *req = tide__req_new(comm, &revoke_vtbl, sizeof *req);
     if (!req)

@@ -140,7 +140,7 @@ int tide_comm_split(tide_comm *comm, int color, int key, tide_comm **newcomm)
 {
     if (newcomm)
         *newcomm = NULL;
-    if (!comm || !newcomm)
+    if (!comm || !newcomm || tide__comm_usable(comm, "tide_comm_split"))
         return TIDE_EINVAL;
     int n = comm->size;
     int32_t mine[2] = {color < 0 ? TIDE_UNDEFINED : color, key};
@@ -222,6 +222,8 @@ int tide_comm_create_group(tide_comm *comm, const int *ranks, int n, tide_comm *
                   "tide_comm_create_group: comm, ranks and newcomm must be given, n >= 1");
         return TIDE_EINVAL;
     }
+    if (tide__comm_usable(comm, "tide_comm_create_group"))
+        return TIDE_EINVAL;
     int *members = malloc((size_t)n * sizeof *members);
     if (!members)
         return TIDE_ENOMEM;

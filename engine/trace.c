@@ -181,14 +181,14 @@ static int mark(tide_comm *comm, enum tide__trace_kind kind, const char *name)
 
 int tide_trace_begin(tide_comm *comm, const char *name)
 {
-    if (!comm || !name)
+    if (!comm || !name || tide__comm_usable(comm, "tide_trace_begin"))
         return TIDE_EINVAL;
     return mark(comm, TIDE_TRACE_BEGIN, name);
 }
 
 int tide_trace_end(tide_comm *comm)
 {
-    if (!comm)
+    if (!comm || tide__comm_usable(comm, "tide_trace_end"))
         return TIDE_EINVAL;
     return mark(comm, TIDE_TRACE_END, NULL);
 }

@@ -188,6 +188,58 @@ static void abort_fails_pending_promptly(void **state)
     assert_int_equal(harness_run(2, NULL, aborting, NULL), 0);
 }
 
+/* ---- use after tide_finalize ---- */
+
+/* Every call on the world or on a communicator made from it, after
+ * tide_finalize, is refused with TIDE_EINVAL, and nothing reads freed
+ * memory (issue 33: a heap-use-after-free; CI runs this under
+ * AddressSanitizer).  The subcommunicator can still be freed. */
+static void refused_everywhere(tide_comm *m, int32_t *x, int32_t *y)
+{
+    tide_req *req = (tide_req *)y; /* must be cleared */
+    tide_comm *sub = m;
+    int peer = 1 - tide_comm_rank(m);
+    EXPECT(tide_allreduce(m, x, y, 1, TIDE_INT32, TIDE_SUM) == TIDE_EINVAL, "allreduce");
+    EXPECT(tide_iallgather(m, x, y, 1, TIDE_INT32, &req) == TIDE_EINVAL && !req, "iallgather");
+    EXPECT(tide_barrier(m) == TIDE_EINVAL, "barrier");
+    EXPECT(tide_send(m, x, 4, peer, 0) == TIDE_EINVAL, "send");
+    EXPECT(tide_irecv(m, y, 4, peer, 0, &req) == TIDE_EINVAL, "irecv");
+    EXPECT(tide_comm_split(m, 0, 0, &sub) == TIDE_EINVAL && !sub, "split");
+    EXPECT(tide_comm_revoke(m) == TIDE_EINVAL, "revoke");
+    EXPECT(tide_comm_abort(m) == TIDE_EINVAL, "abort");
+    EXPECT(tide_comm_transport(m, 0) == NULL, "transport");
+    EXPECT(tide_comm_rank(m) >= 0 && tide_comm_size(m) == 2, "rank and size stay readable");
+}
+
+static int after_finalize_rank(int rank, int port, void *arg)
+{
+    (void)arg;
+    struct harness_opts o;
+    harness_defaults(&o);
+    tide_config cfg;
+    harness_config(&cfg, rank, 2, port, "after-finalize", &o);
+    cfg.log_level = 0;
+    tide_comm *world, *both;
+    EXPECT_OK(tide_init_with(&world, &cfg));
+    int ranks[2] = {1, 0};
+    EXPECT_OK(tide_comm_create_group(world, ranks, 2, &both));
+    int32_t x = rank, y = 0;
+    EXPECT_OK(tide_allreduce(both, &x, &y, 1, TIDE_INT32, TIDE_SUM));
+    EXPECT_OK(tide_finalize(world));
+    /* both keeps the context alive: its insides are torn down; then,
+     * with both freed, the context itself is gone but for its tombstone. */
+    refused_everywhere(both, &x, &y);
+    EXPECT_OK(tide_comm_free(both));
+    refused_everywhere(world, &x, &y);
+    EXPECT(tide_finalize(world) == TIDE_EINVAL, "a second finalize");
+    return 0;
+}
+
+static void use_after_finalize_is_refused(void **state)
+{
+    assert_int_equal(harness_run_raw(2, 30, after_finalize_rank, NULL), 0);
+}
+
 /* ---- wrong token ---- */
 
 static int wrong_token_rank(int rank, int port, void *arg)
@@ -362,6 +414,7 @@ int main(void)
         cmocka_unit_test(deadlines_and_resumed_waits),
         cmocka_unit_test(abort_fails_pending_promptly),
         cmocka_unit_test(wrong_token_is_refused),
+        cmocka_unit_test(use_after_finalize_is_refused),
         cmocka_unit_test(stranger_during_job_is_harmless),
         cmocka_unit_test(completion_callbacks_chain),
     };
