@@ -334,7 +334,10 @@ TIDE_API int tide_comm_async_error(tide_comm *comm, const char **message);
  * Not collective: it does not wait for the other ranks -- except when
  * tracing (TIDE_TRACE), where every rank sends its events to rank 0
  * first (waiting at most a minute for each step; a rank that cannot
- * writes its own <path>.rank<R>.json instead).
+ * writes its own <path>.rank<R>.json instead).  Afterwards every call
+ * on the world or on a communicator made from it returns TIDE_EINVAL
+ * ("used after tide_finalize"; tide_comm_rank and tide_comm_size still
+ * answer); tide_comm_free still frees a subcommunicator.
  */
 TIDE_API int tide_finalize(tide_comm *comm);
 
