@@ -70,6 +70,9 @@ static int check_common(const struct call *k, tide_req **req, bool reduces)
         return reject(k, "unknown dtype %d", (int)k->dtype);
     if (reduces && !tide__op_valid((int)k->op))
         return reject(k, "unknown op %d", (int)k->op);
+    if (reduces && !tide__op_fits(k->op, k->dtype))
+        return reject(k, "op %s is for integer dtypes, not %s", tide_op_name(k->op),
+                      tide_dtype_name(k->dtype));
     return 0;
 }
 

@@ -43,7 +43,8 @@ static const struct {
 
 static const char *const op_names[TIDE_OP_COUNT] = {
     [TIDE_SUM] = "sum", [TIDE_PROD] = "prod", [TIDE_MIN] = "min",
-    [TIDE_MAX] = "max", [TIDE_AVG] = "avg",
+    [TIDE_MAX] = "max", [TIDE_AVG] = "avg", [TIDE_BAND] = "band",
+    [TIDE_BOR] = "bor", [TIDE_BXOR] = "bxor",
 };
 
 bool tide__dtype_valid(int dtype)
@@ -54,6 +55,16 @@ bool tide__dtype_valid(int dtype)
 bool tide__op_valid(int op)
 {
     return op >= 0 && op < TIDE_OP_COUNT;
+}
+
+static bool is_bitwise(tide_op op)
+{
+    return op == TIDE_BAND || op == TIDE_BOR || op == TIDE_BXOR;
+}
+
+bool tide__op_fits(tide_op op, tide_dtype dtype)
+{
+    return !is_bitwise(op) || dtype <= TIDE_UINT64; /* the integer dtypes come first */
 }
 
 size_t tide_dtype_size(tide_dtype dtype)
@@ -216,6 +227,17 @@ static inline int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
+/* Bitwise ops: the same bits for signed and unsigned. */
+static inline uint8_t and_u8(uint8_t a, uint8_t b) { return a & b; }
+static inline uint8_t or_u8(uint8_t a, uint8_t b) { return a | b; }
+static inline uint8_t xor_u8(uint8_t a, uint8_t b) { return a ^ b; }
+static inline uint32_t and_u32(uint32_t a, uint32_t b) { return a & b; }
+static inline uint32_t or_u32(uint32_t a, uint32_t b) { return a | b; }
+static inline uint32_t xor_u32(uint32_t a, uint32_t b) { return a ^ b; }
+static inline uint64_t and_u64(uint64_t a, uint64_t b) { return a & b; }
+static inline uint64_t or_u64(uint64_t a, uint64_t b) { return a | b; }
+static inline uint64_t xor_u64(uint64_t a, uint64_t b) { return a ^ b; }
+
 static inline float sum_f32(float a, float b) { return a + b; }
 static inline float prod_f32(float a, float b) { return a * b; }
 static inline double sum_f64(double a, double b) { return a + b; }
@@ -289,6 +311,15 @@ DEFINE_LOOP(loop_min_i64, int64_t, min_i64)
 DEFINE_LOOP(loop_max_i64, int64_t, max_i64)
 DEFINE_LOOP(loop_min_u64, uint64_t, min_u64)
 DEFINE_LOOP(loop_max_u64, uint64_t, max_u64)
+DEFINE_LOOP(loop_and_u8, uint8_t, and_u8)
+DEFINE_LOOP(loop_or_u8, uint8_t, or_u8)
+DEFINE_LOOP(loop_xor_u8, uint8_t, xor_u8)
+DEFINE_LOOP(loop_and_u32, uint32_t, and_u32)
+DEFINE_LOOP(loop_or_u32, uint32_t, or_u32)
+DEFINE_LOOP(loop_xor_u32, uint32_t, xor_u32)
+DEFINE_LOOP(loop_and_u64, uint64_t, and_u64)
+DEFINE_LOOP(loop_or_u64, uint64_t, or_u64)
+DEFINE_LOOP(loop_xor_u64, uint64_t, xor_u64)
 DEFINE_LOOP(loop_sum_f32, float, sum_f32)
 DEFINE_LOOP(loop_prod_f32, float, prod_f32)
 DEFINE_LOOP(loop_min_f32, float, min_f32)
@@ -323,6 +354,15 @@ static void reduce_8(bool is_signed, tide_op op, void *d, const void *a, const v
         else
             loop_max_u8(d, a, b, n);
         break;
+    case TIDE_BAND:
+        loop_and_u8(d, a, b, n);
+        break;
+    case TIDE_BOR:
+        loop_or_u8(d, a, b, n);
+        break;
+    case TIDE_BXOR:
+        loop_xor_u8(d, a, b, n);
+        break;
     default:
         break;
     }
@@ -351,6 +391,15 @@ static void reduce_32(bool is_signed, tide_op op, void *d, const void *a, const 
         else
             loop_max_u32(d, a, b, n);
         break;
+    case TIDE_BAND:
+        loop_and_u32(d, a, b, n);
+        break;
+    case TIDE_BOR:
+        loop_or_u32(d, a, b, n);
+        break;
+    case TIDE_BXOR:
+        loop_xor_u32(d, a, b, n);
+        break;
     default:
         break;
     }
@@ -378,6 +427,15 @@ static void reduce_64(bool is_signed, tide_op op, void *d, const void *a, const 
             loop_max_i64(d, a, b, n);
         else
             loop_max_u64(d, a, b, n);
+        break;
+    case TIDE_BAND:
+        loop_and_u64(d, a, b, n);
+        break;
+    case TIDE_BOR:
+        loop_or_u64(d, a, b, n);
+        break;
+    case TIDE_BXOR:
+        loop_xor_u64(d, a, b, n);
         break;
     default:
         break;

@@ -15,6 +15,8 @@
  * before it is trusted as an enum. */
 bool tide__dtype_valid(int dtype);
 bool tide__op_valid(int op);
+/* Whether op applies to dtype: the bitwise ops only to integers. */
+bool tide__op_fits(tide_op op, tide_dtype dtype);
 
 /*
  * dst[i] = a[i] op b[i] for i < n, n counted in elements of dtype.

@@ -481,7 +481,9 @@ typedef enum tide_dtype {
  * on overflow.  float16 and bfloat16 are combined in float and rounded
  * back to nearest-even after every combination.  MIN and MAX return NaN
  * when either operand is NaN.  AVG is SUM divided by the group size at
- * the end (integers: truncating division).
+ * the end (integers: truncating division).  BAND, BOR and BXOR (MPI's
+ * MPI_BAND, MPI_BOR, MPI_BXOR) are for the integer dtypes only: with a
+ * floating-point dtype the call returns TIDE_EINVAL.
  */
 typedef enum tide_op {
     TIDE_SUM = 0,
@@ -489,6 +491,9 @@ typedef enum tide_op {
     TIDE_MIN = 2,
     TIDE_MAX = 3,
     TIDE_AVG = 4,
+    TIDE_BAND = 5,
+    TIDE_BOR = 6,
+    TIDE_BXOR = 7,
     TIDE_OP_COUNT
 } tide_op;
 

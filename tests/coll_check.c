@@ -8,6 +8,7 @@
  * the exact sum divided by the group size in the dtype (integers
  * truncate).  Collectives that only move data carry byte patterns. */
 #include "tests/coll_check.h"
+#include "collectives/reduction.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -252,6 +253,9 @@ uint64_t coll_ref_bits(const struct ccase *k, int n, size_t i)
         case TIDE_PROD: acc *= v; break;
         case TIDE_MIN: acc = v < acc ? v : acc; break;
         case TIDE_MAX: acc = v > acc ? v : acc; break;
+        case TIDE_BAND: acc &= v; break;
+        case TIDE_BOR: acc |= v; break;
+        case TIDE_BXOR: acc ^= v; break;
         default: acc += v; break;
         }
     }
@@ -659,6 +663,8 @@ static bool picked(const struct plan *pl, enum coll c, int n, int ci, int dt, in
 {
     if (c == C_BARRIER)
         return dt == 0;
+    if (!tide__op_fits((tide_op)op, (tide_dtype)dt)) /* refused: test_coll_usage_tcp */
+        return false;
     if (pl->full)
         return true;
     return coll_families[c].reduces ? (dt + 3 * op + ci + n) % 5 == 0 : (dt + ci + n) % 3 == 0;

@@ -591,6 +591,10 @@ static void bad_buffers_and_dtypes(tide_comm *comm, const size_t *counts)
     BAD(tide_igather(comm, NULL, b, 4, i32, 0, &q));
     BAD(tide_iscatter(comm, a, NULL, 4, i32, 0, &q));
     BAD(tide_ialltoall(comm, NULL, b, 4, i32, &q));
+    /* bitwise ops are for integers only */
+    BAD(tide_iallreduce(comm, a, b, 4, TIDE_FLOAT32, TIDE_BAND, &q));
+    BAD(tide_ireduce(comm, a, b, 2, TIDE_FLOAT64, TIDE_BXOR, 0, &q));
+    BAD(tide_ireduce_scatter(comm, a, b, 1, TIDE_BFLOAT16, TIDE_BOR, &q));
     /* unknown dtype */
     BAD(tide_iallreduce(comm, a, b, 4, dt, sum, &q));
     BAD(tide_ibroadcast(comm, a, 4, dt, 0, &q));

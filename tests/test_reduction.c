@@ -383,6 +383,12 @@ static uint64_t ref_int(tide_dtype dt, tide_op op, uint64_t a, uint64_t b)
         return (a * b) & width_mask(size);
     case TIDE_MIN:
         return less ? a : b;
+    case TIDE_BAND:
+        return a & b;
+    case TIDE_BOR:
+        return a | b;
+    case TIDE_BXOR:
+        return a ^ b;
     default:
         return less ? b : a;
     }
@@ -594,7 +600,8 @@ static void every_dtype_op_matches_reference(void **state)
     static const size_t lengths[] = {0, 1, 7, 63, 64, 65, 1000, 1027};
     for (int dt = 0; dt < TIDE_DTYPE_COUNT; dt++)
         for (int op = 0; op < TIDE_OP_COUNT; op++)
-            for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++)
+            for (size_t l = 0; tide__op_fits((tide_op)op, (tide_dtype)dt) &&
+                               l < sizeof lengths / sizeof lengths[0]; l++)
                 for (int mode = 0; mode < ALIAS_COUNT; mode++)
                     check_one((tide_dtype)dt, (tide_op)op, lengths[l], (enum alias)mode);
 }
@@ -786,8 +793,9 @@ static void names_sizes_and_invalid_values(void **state)
     static const struct {
         tide_op op;
         const char *name;
-    } ops[] = {{TIDE_SUM, "sum"}, {TIDE_PROD, "prod"}, {TIDE_MIN, "min"},
-               {TIDE_MAX, "max"}, {TIDE_AVG, "avg"}};
+    } ops[] = {{TIDE_SUM, "sum"},   {TIDE_PROD, "prod"}, {TIDE_MIN, "min"},
+               {TIDE_MAX, "max"},   {TIDE_AVG, "avg"},   {TIDE_BAND, "band"},
+               {TIDE_BOR, "bor"},   {TIDE_BXOR, "bxor"}};
     assert_int_equal(sizeof ops / sizeof ops[0], TIDE_OP_COUNT);
     for (size_t i = 0; i < TIDE_OP_COUNT; i++) {
         assert_string_equal(tide_op_name(ops[i].op), ops[i].name);
@@ -801,6 +809,12 @@ static void names_sizes_and_invalid_values(void **state)
     }
     assert_false(tide__dtype_valid(TIDE_DTYPE_COUNT));
     assert_false(tide__op_valid(TIDE_OP_COUNT));
+    /* Bitwise ops: the integer dtypes only. */
+    for (int dt = 0; dt < TIDE_DTYPE_COUNT; dt++) {
+        bool integer = dt <= TIDE_UINT64;
+        assert_int_equal(tide__op_fits(TIDE_BXOR, (tide_dtype)dt), integer);
+        assert_true(tide__op_fits(TIDE_SUM, (tide_dtype)dt));
+    }
     assert_int_equal(tide_dtype_size(TIDE_DTYPE_COUNT), 0);
     assert_int_equal(tide_dtype_size((tide_dtype)-1), 0);
     assert_string_equal(tide_dtype_name(TIDE_DTYPE_COUNT), "?");

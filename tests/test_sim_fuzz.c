@@ -142,7 +142,12 @@ static void make_op(uint64_t *s, uint64_t *b, struct job *j, struct fop *o)
     memset(o, 0, sizeof *o);
     o->k.coll = (enum coll)(rnd(s) % C_COUNT);
     o->k.dtype = (tide_dtype)(rnd(s) % TIDE_DTYPE_COUNT);
-    o->k.op = coll_families[o->k.coll].reduces ? (tide_op)(rnd(s) % TIDE_OP_COUNT) : TIDE_SUM;
+    /* The arithmetic ops from the first stream, as before the bitwise
+     * ones came (seeds keep their shape); those, for integers, from the
+     * second. */
+    o->k.op = coll_families[o->k.coll].reduces ? (tide_op)(rnd(s) % (TIDE_AVG + 1)) : TIDE_SUM;
+    if (coll_families[o->k.coll].reduces && o->k.dtype <= TIDE_UINT64 && rnd(b) % 4 == 0)
+        o->k.op = (tide_op)(TIDE_BAND + rnd(b) % 3);
     o->k.count = pick_count(s, j->n);
     o->k.layout = L_SEPARATE;
     o->k.salt = (unsigned)rnd(s);

@@ -22,14 +22,14 @@ import threading
 from . import _lib
 from ._buffer import (BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, INT64, UINT8, UINT32,
                       UINT64)
-from .comm import AVG, MAX, MIN, PROD, SUM, Comm
+from .comm import AVG, BAND, BOR, BXOR, MAX, MIN, PROD, SUM, Comm
 from .errors import (Aborted, AuthFailed, BootstrapFailed, Busy, DeadlineExceeded, Error,
                      InvalidArgument, IOFailed, Mismatch, NotSupported, OutOfMemory, PeerLost,
                      ProtocolError, Revoked, Truncated)
 from .request import Poller, Request
 
 __all__ = ["init", "finalize", "world", "config", "Comm", "Request",
-           "SUM", "PROD", "MIN", "MAX", "AVG",
+           "SUM", "PROD", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR",
            "INT8", "UINT8", "INT32", "UINT32", "INT64", "UINT64", "FLOAT16", "BFLOAT16",
            "FLOAT32", "FLOAT64",
            "Error", "InvalidArgument", "OutOfMemory", "DeadlineExceeded", "PeerLost", "Truncated",

@@ -13,8 +13,9 @@ from ._buffer import borrow
 from .errors import check, error, invalid
 from .request import Request
 
-SUM, PROD, MIN, MAX, AVG = range(5)
-_OPS = {SUM: "SUM", PROD: "PROD", MIN: "MIN", MAX: "MAX", AVG: "AVG"}
+SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR = range(8)  # tide_op's values
+_OPS = {SUM: "SUM", PROD: "PROD", MIN: "MIN", MAX: "MAX", AVG: "AVG", BAND: "BAND", BOR: "BOR",
+        BXOR: "BXOR"}
 
 
 def _same_dtype(a, b, what):
@@ -204,7 +205,7 @@ class Comm:
 
     def _check_op(self, op):
         if op not in _OPS:
-            raise invalid(f"op {op!r}: use tide.SUM, PROD, MIN, MAX or AVG")
+            raise invalid(f"op {op!r}: use tide.SUM, PROD, MIN, MAX, AVG, BAND, BOR or BXOR")
         return op
 
     def _check_root(self, root, name="root"):

@@ -46,7 +46,8 @@ _ALLTOALLV_TAG = 1 << 30  # above any tag torch code is likely to use
 
 _OPS = ((dist.ReduceOp.SUM, tide.SUM), (dist.ReduceOp.PRODUCT, tide.PROD),
         (dist.ReduceOp.MIN, tide.MIN), (dist.ReduceOp.MAX, tide.MAX),
-        (dist.ReduceOp.AVG, tide.AVG))
+        (dist.ReduceOp.AVG, tide.AVG), (dist.ReduceOp.BAND, tide.BAND),
+        (dist.ReduceOp.BOR, tide.BOR), (dist.ReduceOp.BXOR, tide.BXOR))
 
 
 def _free_port(addr):
@@ -288,12 +289,14 @@ def _reduce_op(opts, op, dtype):
     if op is None:
         op = getattr(opts, "reduceOp", opts) if opts is not None else dist.ReduceOp.SUM
     if dtype == torch.bool:
-        if op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+        if op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.BOR):
             return tide.MAX
-        if op in (dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN):
+        if op in (dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.BAND):
             return tide.MIN
+        if op == dist.ReduceOp.BXOR:
+            return tide.BXOR  # 0 and 1 stay 0 and 1
         raise RuntimeError("tide: unsupported reduction operation for bool tensors: "
-                           "SUM, PRODUCT, MIN and MAX (AVG is not a bool)")
+                           "SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR (AVG is not a bool)")
     return _tide_op(op)
 
 
@@ -308,8 +311,14 @@ def _fold(tensors, op):
             acc.mul_(t)
         elif op == tide.MIN:
             torch.minimum(acc, t, out=acc)
-        else:
+        elif op == tide.MAX:
             torch.maximum(acc, t, out=acc)
+        elif op == tide.BAND:
+            acc.bitwise_and_(t)
+        elif op == tide.BOR:
+            acc.bitwise_or_(t)
+        else:
+            acc.bitwise_xor_(t)
     return acc
 
 
@@ -317,11 +326,8 @@ def _tide_op(op):
     for theirs, ours in _OPS:
         if op == theirs:
             return ours
-    names = {dist.ReduceOp.BAND: "BAND", dist.ReduceOp.BOR: "BOR",
-             dist.ReduceOp.BXOR: "BXOR"}
-    name = next((v for k, v in names.items() if op == k), str(op))
-    raise RuntimeError(f"tide: unsupported reduction operation {name} "
-                       "(SUM, PRODUCT, MIN, MAX, AVG)")
+    raise RuntimeError(f"tide: unsupported reduction operation {op} "
+                       "(SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR)")
 
 
 class TideProcessGroup(ProcessGroup):

@@ -5,7 +5,9 @@ implies wait), on the backend named by the first argument.  test_torch.py
 runs it on Gloo and on tide: whatever Gloo passes, tide must.
 Also what Gloo copies and tide used to refuse: non-contiguous and
 channels_last tensors, bool, tensor subclasses."""
+import functools
 import math
+import operator
 import sys
 
 import torch
@@ -41,6 +43,23 @@ def case_allreduce(ctx):
     for op, x, want in tests:
         out = value(pg.allreduce([torch.tensor([x])], opts_of("AllreduceOptions", reduceOp=op)))
         eq(out[0], torch.tensor([want]), f"allreduce {op}")
+    for i in range(4):  # bitwise, as Gloo's tests have them
+        out = value(pg.allreduce([torch.tensor([r | 1 << i], dtype=torch.int32)],
+                                 opts_of("AllreduceOptions", reduceOp=ReduceOp.BAND)))
+        want = 1 << i
+        for q in range(n):
+            want &= q | 1 << i
+        eq(out[0], torch.tensor([want], dtype=torch.int32), f"BAND {i}")
+    for i in range(1, 5):
+        vin = functools.reduce(operator.or_, [r * i + j for j in range(i)])
+        out = value(pg.allreduce([torch.tensor([vin], dtype=torch.int32)],
+                                 opts_of("AllreduceOptions", reduceOp=ReduceOp.BOR)))
+        want = functools.reduce(operator.or_, range(n * i))
+        eq(out[0], torch.tensor([want], dtype=torch.int32), f"BOR {i}")
+    out = value(pg.allreduce([torch.tensor([r + 1, 1 << r], dtype=torch.int64)],
+                             opts_of("AllreduceOptions", reduceOp=ReduceOp.BXOR)))
+    want = [functools.reduce(operator.xor, [q + 1 for q in range(n)]), (1 << n) - 1]
+    eq(out[0], torch.tensor(want, dtype=torch.int64), "BXOR")
     # Every tensor of a rank's list counts (Gloo's multi-input form).
     out = value(pg.allreduce([torch.tensor([2 * r + 0.0]), torch.tensor([2 * r + 1.0])]))
     for t in out:
