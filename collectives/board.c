@@ -221,8 +221,12 @@ static struct tide__board_comm *board_of(tide_req *req)
         return comm->board;
     struct tide__ctx *ctx = comm->ctx;
     uint8_t *area = ctx->tp->ops->board_at(ctx->tp, ctx->rank);
+    if (!area) { /* select.c offers boards only where there is an area */
+        tide__req_fail(req, TIDE_EPROTO, "internal error: this rank has no board area");
+        return NULL;
+    }
     struct tide__board_table *t = table_of(ctx);
-    struct tide__board_comm *bc = t && area ? comm_board_new(comm) : NULL;
+    struct tide__board_comm *bc = t ? comm_board_new(comm) : NULL;
     if (!bc) {
         tide__req_fail(req, TIDE_ENOMEM, "cannot allocate a communicator's board state");
         return NULL;
@@ -248,6 +252,10 @@ static struct tide__board_comm *board_of(tide_req *req)
     bc->peer[bc->me] = bc->mine;
     comm->board = bc;
     comm->board_free = comm_board_free;
+    /* A peer at its first gate waits for our board to appear: tell it
+     * (a transport that looks only when told would not notice before
+     * our first publication, and would name the wrong rank meanwhile). */
+    ctx->tp->ops->board_raise(ctx->tp, bc->others, bc->n - 1);
     return bc;
 }
 
@@ -472,9 +480,10 @@ void tide__board_start(struct tide__board_op *op, const struct tide__board_algo 
         return;
     op->parts = c->scratch;
     const void *src;
-    if (algo->part(op, &src) > BOARD_SLOT) { /* select.c checks: not ours to meet */
+    size_t part = algo->part(op, &src);
+    if (part > BOARD_SLOT) { /* select.c checks: not ours to meet */
         tide__req_fail(&c->req, TIDE_EPROTO, "internal error: %zu bytes for a board slot of %zu",
-                       algo->part(op, &src), BOARD_SLOT);
+                       part, BOARD_SLOT);
         return;
     }
     struct tide__board_comm *bc = board_of(&c->req);
@@ -536,11 +545,11 @@ void tide__board_release(tide_req *req)
 void tide__board_describe(const tide_req *req, char *buf, size_t len)
 {
     const struct tide__board_op *op = (const struct tide__board_op *)req;
-    static const char *const where[] = {
-        "its gate (the board collective before it, peers done with our slot)",
-        "its read (not every part it reads is posted)",
-        "its second read (not every reduced share is posted)",
-        "a part a peer skipped (waiting for that peer's account)"};
+    /* Short: the engine gives this 64 bytes. */
+    static const char *const where[] = {"its gate (the one before, peers' reads)",
+                                        "its read (parts not all posted)",
+                                        "its second read (shares not all posted)",
+                                        "a skipped part (the peer's account)"};
     snprintf(buf, len, "%s", where[op->phase < 4 ? op->phase : 0]);
 }
 

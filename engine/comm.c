@@ -148,8 +148,10 @@ void tide__ctx_unref(struct tide__ctx *ctx)
     tide__req_pool_free(ctx);
     tide__scratch_free_all(ctx);
     tide__notes_free(ctx);
+    if (ctx->world.board_free)
+        ctx->world.board_free(&ctx->world); /* before the claim table it retires into */
     if (ctx->boards_free)
-        ctx->boards_free(ctx); /* the world's board too */
+        ctx->boards_free(ctx);
     free(ctx->world.groups);
     free(ctx->world.failed);
     pthread_mutex_destroy(&ctx->pool_lock);
