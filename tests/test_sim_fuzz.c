@@ -253,9 +253,14 @@ static size_t v_total(const struct slot *sl, int n, int upto)
     return t;
 }
 
-/* Another dtype of the same size: a mismatch the buffers do not notice. */
-static tide_dtype twin(tide_dtype d)
+/* Another dtype of the same size: a mismatch the buffers do not notice.
+ * An integer stays one under a bitwise op, which refuses floats at the
+ * call (that would be a refusal, not a mismatch). */
+static tide_dtype twin(tide_dtype d, tide_op op)
 {
+    bool bitwise = op == TIDE_BAND || op == TIDE_BOR || op == TIDE_BXOR;
+    if (bitwise && (d == TIDE_INT32 || d == TIDE_INT64))
+        return d == TIDE_INT32 ? TIDE_UINT32 : TIDE_UINT64;
     switch (d) {
     case TIDE_INT8: return TIDE_UINT8;
     case TIDE_UINT8: return TIDE_INT8;
@@ -375,7 +380,7 @@ static void post_op(struct rank_run *rr, int i)
     sl->k = o->k;
     sl->k.root = (int)(o->pick % (unsigned)n);
     if (j->fault == F_MISMATCH && i == j->fop && tide_comm_rank(rr->world) == j->frank)
-        sl->k.dtype = twin(sl->k.dtype); /* the one rank that calls something else */
+        sl->k.dtype = twin(sl->k.dtype, sl->k.op); /* the one rank that calls something else */
     v_counts(sl, n, o->pick);
     set_algorithm(o);
     sl->rc = coll_families[o->k.coll].reduces ? post_reduce_kind(sl, o, r, n)
