@@ -255,15 +255,62 @@ static const struct tide__algo *by_size(uint8_t kind, const tide_comm *comm, siz
     }
 }
 
+/* getenv(f->env), remembered per thread and family while the environment
+ * does not change.  A collective is chosen per call and TIDE_ALGO_* may
+ * be set between calls (tests do), but scanning the environment was a
+ * sixth of a small collective's instructions.  The environment counts as
+ * unchanged while its array is where it was, with as many entries, and
+ * the same last entry, and the entry we found (if any) is the same
+ * string: glibc's setenv replaces an entry's pointer and appends a new
+ * one, unsetenv moves the ones after it down.  (A putenv string edited in
+ * place goes unnoticed.) */
+extern char **environ;
+
+struct env_cache {
+    char **env;         /* environ when read */
+    size_t count;       /* its entries then */
+    const char *last;   /* its last entry then (a new variable goes last) */
+    size_t at;          /* where entry was */
+    const char *entry;  /* "NAME=value" found, or NULL */
+};
+
+static bool env_unchanged(const struct env_cache *c)
+{
+    char **env = environ;
+    if (!c->env || env != c->env || env[c->count]) /* moved, or an entry more */
+        return false;
+    if (c->count && env[c->count - 1] != c->last) /* one fewer, or one gone and one added */
+        return false;
+    return !c->entry || env[c->at] == c->entry;
+}
+
+#define FAMILIES (sizeof families / sizeof families[0])
+
+static const char *algo_env(size_t family, const char *name)
+{
+    static _Thread_local struct env_cache cache[FAMILIES];
+    struct env_cache *c = &cache[family];
+    if (env_unchanged(c))
+        return c->entry ? c->entry + strlen(name) + 1 : NULL;
+    const char *value = getenv(name);
+    *c = (struct env_cache){.env = environ};
+    for (; environ && environ[c->count]; c->count++)
+        if (value && environ[c->count] + strlen(name) + 1 == value)
+            c->entry = environ[c->at = c->count];
+    c->last = c->count ? environ[c->count - 1] : NULL;
+    return value;
+}
+
 const struct tide__algo *tide__select(uint8_t kind, const tide_comm *comm, size_t bytes, char *why,
                                       size_t len)
 {
     int n = comm->size;
     const struct family *f = NULL;
+    size_t fi = 0;
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         if (families[i].kind == kind)
-            f = &families[i];
-    const char *want = f ? getenv(f->env) : NULL;
+            f = &families[fi = i];
+    const char *want = f ? algo_env(fi, f->env) : NULL;
     if (!want || !*want)
         return by_size(kind, comm, bytes);
 
@@ -298,9 +345,18 @@ static const struct tide__algo *const all_algos[] = {
 
 uint8_t tide__algo_id(const struct tide__algo *algo)
 {
-    for (size_t i = 0; i < sizeof all_algos / sizeof all_algos[0]; i++)
-        if (all_algos[i] == algo)
-            return (uint8_t)(i + 1);
+    /* A loop of small collectives asks for the same one every call. */
+    static _Thread_local const struct tide__algo *last;
+    static _Thread_local uint8_t last_id;
+    if (algo && algo == last)
+        return last_id;
+    for (size_t i = 0; i < sizeof all_algos / sizeof all_algos[0]; i++) {
+        if (all_algos[i] == algo) {
+            last = algo;
+            last_id = (uint8_t)(i + 1);
+            return last_id;
+        }
+    }
     return 0;
 }
 

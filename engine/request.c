@@ -52,7 +52,12 @@ tide_req *tide__req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t 
         req = malloc(cls < TIDE_POOL_CLASSES ? (size_t)(cls + 1) * POOL_GRAIN : size);
     if (!req)
         return NULL;
-    memset(req, 0, size);
+    /* Zero all but the message text, which only its first byte needs
+     * (512 bytes of memset were a tenth of a small collective's cost). */
+    memset(req, 0, offsetof(tide_req, message));
+    req->message[0] = '\0';
+    if (size > sizeof *req)
+        memset((char *)req + sizeof *req, 0, size - sizeof *req);
     atomic_fetch_add(&ctx->refs, 1);
     atomic_init(&req->state, TIDE_REQ_PENDING);
     atomic_init(&req->refs, 2);
