@@ -170,8 +170,8 @@ static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, si
     case TIDE_KIND_REDUCE_SCATTER:
         return &tide__algo_board_reduce_scatter;
     case TIDE_KIND_BROADCAST:
-        if (n == 2 && bytes > (16u << 10))
-            return NULL;
+        if (n == 2 && bytes > (32u << 10))
+            return NULL; /* from 64 KiB the tree's one message is a single copy */
         return bytes >= (1u << 10) || n >= 8 ? &tide__algo_board_bcast : NULL;
     default:
         return NULL;
