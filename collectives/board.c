@@ -555,7 +555,9 @@ void tide__board_describe(const tide_req *req, char *buf, size_t len)
 
 bool tide__board_fits(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
-    if (!comm->shared || comm->size < 2 || !comm->ctx->tp->ops->board_at)
+    struct tide__transport *tp = comm->ctx->tp;
+    if (!comm->shared || comm->size < 2 || !tp->ops->board_at ||
+        !tp->ops->board_at(tp, comm->ctx->rank)) /* areas are offered to all or none */
         return false;
     size_t slot_use = kind == TIDE_KIND_ALLGATHER ? bytes / (size_t)comm->size : bytes;
     return slot_use <= BOARD_SLOT;

@@ -321,7 +321,7 @@ static uint8_t *board_at(struct tide__transport *base, int peer)
 {
     struct sim_rank *r = rank_of(base);
     struct tide_sim *s = r->sim;
-    if (!shares_memory(s, r->rank, peer))
+    if (!s->cfg.boards || !shares_memory(s, r->rank, peer))
         return NULL;
     struct sim_rank *o = &s->ranks[peer];
     if (!o->board) {
@@ -565,31 +565,15 @@ static const struct tide__transport_ops sim_ops = {
     .stage_at = stage_at,
     .stage_take = stage_take,
     .stage_give = stage_give,
-    .host_of = host_of,
-};
-
-/* The same with boards (cfg.boards): a table of its own, since board
- * collectives are chosen wherever a transport has board_at at all. */
-static const struct tide__transport_ops sim_board_ops = {
-    .name = "sim",
-    .start = start,
-    .post = post,
-    .withdraw = withdraw,
-    .peer_reason = peer_reason,
-    .abort = abort_all,
-    .outstanding = outstanding,
-    .destroy = destroy,
-    .stage_at = stage_at,
-    .stage_take = stage_take,
-    .stage_give = stage_give,
-    .board_at = board_at,
+    .board_at = board_at, /* NULL unless cfg.boards */
     .board_raise = board_raise,
     .host_of = host_of,
 };
 
+
 void tide__sim_net_init(struct tide_sim *s, struct sim_rank *r, struct tide__ctx *ctx)
 {
-    r->base.ops = s->cfg.boards ? &sim_board_ops : &sim_ops;
+    r->base.ops = &sim_ops;
     r->base.ctx = ctx;
     r->sim = s;
     tide__timer_init(&r->look, look_fire);
