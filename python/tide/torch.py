@@ -478,33 +478,29 @@ class TideProcessGroup(ProcessGroup):
         d = _dense([output, input])
         return self._work([self.comm.iallgather(d[1].c, d[0].c)], [output], _after_all(d[:1]))
 
-    @_posting
-    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
-        """torch 2's batched all_gather_into_tensor (FSDP2, DTensor): one
-        all-gather per pair, one work for them all."""
+    def _pairwise(self, name, outputs, inputs, post):
+        """One tide call per (output, input) pair, one work for them all."""
         if len(outputs) != len(inputs):
-            _fail("allgather_into_tensor_coalesced", "requires input/output tensor lists to "
-                  "have the same length")
+            _fail(name, "requires input/output tensor lists to have the same length")
         reqs, dense = [], []
         for out, inp in zip(outputs, inputs):
             d = _dense([out, inp])
-            reqs.append(self.comm.iallgather(d[1].c, d[0].c))
+            reqs.append(post(d[1].c, d[0].c, inp))
             dense.append(d[0])
         return self._work(reqs, list(outputs), _after_all(dense))
 
     @_posting
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        """torch 2's batched all_gather_into_tensor (FSDP2, DTensor)."""
+        return self._pairwise("allgather_into_tensor_coalesced", outputs, inputs,
+                              lambda i, o, _: self.comm.iallgather(i, o))
+
+    @_posting
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         """torch 2's batched reduce_scatter_tensor, likewise."""
-        if len(outputs) != len(inputs):
-            _fail("reduce_scatter_tensor_coalesced", "requires input/output tensor lists to "
-                  "have the same length")
-        reqs, dense = [], []
-        for out, inp in zip(outputs, inputs):
-            d = _dense([out, inp])
-            top = _reduce_op(opts, None, inp.dtype)
-            reqs.append(self.comm.ireduce_scatter(d[1].c, d[0].c, op=top))
-            dense.append(d[0])
-        return self._work(reqs, list(outputs), _after_all(dense))
+        return self._pairwise("reduce_scatter_tensor_coalesced", outputs, inputs,
+                              lambda i, o, t: self.comm.ireduce_scatter(
+                                  i, o, op=_reduce_op(opts, None, t.dtype)))
 
     @_posting
     def allgather(self, output_tensors, input_tensors, opts=None):
