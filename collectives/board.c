@@ -158,6 +158,17 @@ static void own_entry(uint8_t *area, struct claim *e, int i, uint64_t key)
 
 /* ---- a communicator's board ---- */
 
+static void drop(struct tide__board_comm *bc)
+{
+    if (!bc)
+        return;
+    free(bc->world);
+    free(bc->others);
+    free(bc->peer);
+    free(bc->peer_key);
+    free(bc);
+}
+
 static void comm_board_free(tide_comm *comm)
 {
     struct tide__board_comm *bc = comm->board;
@@ -172,13 +183,11 @@ static void comm_board_free(tide_comm *comm)
     e->retired = true;
     e->saw_all = bc->saw_all;
     e->last = bc->last_started;
-    e->members = bc->world;
+    e->members = bc->world; /* the entry's now */
     e->n = bc->n;
     pthread_mutex_unlock(&t->lock);
-    free(bc->others);
-    free(bc->peer);
-    free(bc->peer_key);
-    free(bc);
+    bc->world = NULL;
+    drop(bc);
     comm->board = NULL;
 }
 
@@ -190,12 +199,7 @@ static struct tide__board_comm *comm_board_new(tide_comm *comm)
         !(bc->others = malloc((size_t)n * sizeof *bc->others)) ||
         !(bc->peer = calloc((size_t)n, sizeof *bc->peer)) ||
         !(bc->peer_key = calloc((size_t)n, sizeof *bc->peer_key))) {
-        if (bc) {
-            free(bc->world);
-            free(bc->others);
-            free(bc->peer);
-        }
-        free(bc);
+        drop(bc);
         return NULL;
     }
     bc->ctx = comm->ctx;
@@ -237,11 +241,7 @@ static struct tide__board_comm *board_of(tide_req *req)
         own_entry(area, &t->e[i], i, bc->key);
     pthread_mutex_unlock(&t->lock);
     if (i < 0) {
-        free(bc->world);
-        free(bc->others);
-        free(bc->peer);
-        free(bc->peer_key);
-        free(bc);
+        drop(bc);
         tide__req_fail(req, TIDE_ENOMEM, "all %d boards of this rank are held by communicators "
                        "that are alive (or whose peers still use them): free some",
                        BOARD_COUNT);
