@@ -201,7 +201,7 @@ static void late_body(tide_comm *world, void *arg)
                "the deadline's account names neither the board nor rank 1: %s",
                tide_req_message(req));
         tide_req_free(req);
-        usleep(2400 * 1000); /* the late rank is on its way: meet it within a deadline */
+        usleep(2800 * 1000); /* the late rank is on its way: meet it within a deadline */
     }
     /* The late rank skips the failed collective: its next is the
      * others' next too only after it calls the one they failed. */
