@@ -27,7 +27,9 @@ static int run_on_shm(int n, double timeout_s, harness_body body, void *arg)
     if (n > 2)
         o.spin_us = 0; /* more ranks than cores */
     setenv("TIDE_TRANSPORT", "shm", 1);
+    setenv("TIDE_BOARDS", "1", 1); /* boards by default (select.c says why not yet) */
     int failed = harness_run(n, &o, body, arg);
+    unsetenv("TIDE_BOARDS");
     unsetenv("TIDE_TRANSPORT");
     return failed;
 }
