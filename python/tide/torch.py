@@ -282,12 +282,24 @@ def _after_all(dense, then=None):
     return after
 
 
+def _torch_op(opts, op):
+    """torch's ReduceOp as given: op=, opts.reduceOp, or a ReduceOp in the
+    opts place (SUM when none)."""
+    if op is not None:
+        return op
+    return getattr(opts, "reduceOp", opts) if opts is not None else dist.ReduceOp.SUM
+
+
+def _root_of(opts, root):
+    """The root rank as given: root=, or opts.rootRank (0 when neither)."""
+    return root if root is not None else getattr(opts, "rootRank", 0)
+
+
 def _reduce_op(opts, op, dtype):
     """The tide op for torch's (given as opts.reduceOp, as a ReduceOp in the
     opts place, or as op=): bool combines as logic (SUM and MAX or,
     PRODUCT and MIN and), as Gloo's C++ bool does."""
-    if op is None:
-        op = getattr(opts, "reduceOp", opts) if opts is not None else dist.ReduceOp.SUM
+    op = _torch_op(opts, op)
     if dtype == torch.bool:
         if op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.BOR):
             return tide.MAX
@@ -399,9 +411,7 @@ class TideProcessGroup(ProcessGroup):
                 _fail("allreduce", "invalid tensor layout")
             if t.size() != tensors[0].size():
                 _fail("allreduce", "invalid tensor size")
-        if op is None:
-            op = getattr(opts, "reduceOp", opts) if opts is not None else dist.ReduceOp.SUM
-        if op != dist.ReduceOp.SUM:
+        if _torch_op(opts, op) != dist.ReduceOp.SUM:
             _fail("allreduce", "unsupported reduction operation (sparse tensors: SUM only)")
         local = tensors[0].coalesce()
         for t in tensors[1:]:
@@ -414,7 +424,7 @@ class TideProcessGroup(ProcessGroup):
     @_posting
     def reduce(self, tensors, opts=None, root=None, op=None):
         tensors = _list(tensors)
-        rank = root if root is not None else getattr(opts, "rootRank", 0)
+        rank = _root_of(opts, root)
         _check_root("reduce", rank, self.size())
         _root_tensor("reduce", opts, tensors)
         if len(tensors) != 1:
@@ -459,7 +469,7 @@ class TideProcessGroup(ProcessGroup):
     @_posting
     def broadcast(self, tensors, opts=None, root=None):
         tensors = _list(tensors)
-        rank = root if root is not None else getattr(opts, "rootRank", 0)
+        rank = _root_of(opts, root)
         _check_root("broadcast", rank, self.size())
         index = _root_tensor("broadcast", opts, tensors)
         _check_same("broadcast", tensors)
@@ -558,7 +568,7 @@ class TideProcessGroup(ProcessGroup):
 
     @_posting
     def gather(self, output_tensors, input_tensors, opts=None, root=None):
-        rank = root if root is not None else getattr(opts, "rootRank", 0)
+        rank = _root_of(opts, root)
         if isinstance(input_tensors, torch.Tensor):  # gather(outputs, input, root)
             input_tensors = [input_tensors]
             output_tensors = [output_tensors] if self.rank() == rank else []
@@ -583,7 +593,7 @@ class TideProcessGroup(ProcessGroup):
 
     @_posting
     def scatter(self, output_tensors, input_tensors, opts=None, root=None):
-        rank = root if root is not None else getattr(opts, "rootRank", 0)
+        rank = _root_of(opts, root)
         if isinstance(output_tensors, torch.Tensor):  # scatter(output, inputs, root)
             output_tensors = [output_tensors]
             input_tensors = [input_tensors] if self.rank() == rank else []
