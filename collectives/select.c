@@ -178,13 +178,13 @@ static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, si
     }
 }
 
-/* Boards are chosen by default only with TIDE_BOARDS=1, for now: with
- * them on by default, tide-perf's 4-rank all-gather check at 256 KiB
- * (staged all-gathers, then a 1-element board all-reduce of the error
- * counts) saw ranks disagree on that count in 2-3 % of runs under
- * AddressSanitizer and MALLOC_PERTURB_ (2026-11-26; 0 of 150 with boards
- * forced off).  Until that is understood they run where asked:
- * TIDE_BOARDS=1, or TIDE_ALGO_<COLLECTIVE>=board. */
+/* Boards are chosen by default; TIDE_BOARDS=0 turns them off (forcing
+ * one with TIDE_ALGO_<COLLECTIVE>=board still works), to compare or to
+ * rule them out.  They were off by default for a day: a rank whose
+ * peers had read its part, finished and exited before it looked failed
+ * its board collective with TIDE_EPEER (shm_peer_lost failed every watch
+ * on a lost rank without asking whether its flags were up), 2-3 % of
+ * tide-perf's 4-rank checks under load. */
 #define FAMILIES (sizeof families / sizeof families[0])
 
 static const char *algo_env(size_t family, const char *name);
@@ -192,7 +192,7 @@ static const char *algo_env(size_t family, const char *name);
 static bool boards_by_default(void)
 {
     const char *v = algo_env(FAMILIES, "TIDE_BOARDS");
-    return v && !strcmp(v, "1");
+    return !v || strcmp(v, "0") != 0;
 }
 
 /* Across hosts, the hierarchical all-reduce crosses the network once

@@ -5,33 +5,43 @@
  * boards, a rank killed while its peers wait on its flag, a late rank,
  * mismatched calls between two boards and between a board and a
  * message algorithm, and 16 ranks (oversubscribed here). */
+#include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "tests/harness.h"
 
-static int run_on_shm(int n, double timeout_s, harness_body body, void *arg)
+static int run_on_shm_with(int n, double timeout_s, tide_progress_mode progress,
+                           harness_body body, void *arg)
 {
     struct harness_opts o;
     harness_defaults(&o);
+    o.progress = progress;
     o.timeout_s = timeout_s;
     o.run_limit_s = 120;
     if (n > 2)
         o.spin_us = 0; /* more ranks than cores */
     setenv("TIDE_TRANSPORT", "shm", 1);
-    setenv("TIDE_BOARDS", "1", 1); /* boards by default (select.c says why not yet) */
     int failed = harness_run(n, &o, body, arg);
-    unsetenv("TIDE_BOARDS");
     unsetenv("TIDE_TRANSPORT");
     return failed;
+}
+
+static int run_on_shm(int n, double timeout_s, harness_body body, void *arg)
+{
+    return run_on_shm_with(n, timeout_s, TIDE_PROGRESS_THREAD, body, arg);
 }
 
 static double now_s(void)
@@ -184,6 +194,101 @@ static void rank_killed_while_peers_wait(void **state)
     assert_int_equal(run_on_shm(4, 30, killed_body, NULL), 1); /* the killed rank */
 }
 
+/* ---- peers that finished and left before we looked ---- */
+
+/* Process pid's state letter from /proc (R, S, T, Z, ...); 'X' if it
+ * is gone.  Plain system calls: the helper below calls it after fork. */
+static char proc_state(pid_t pid)
+{
+    char path[64], stat[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return 'X';
+    ssize_t got = read(fd, stat, sizeof stat - 1);
+    close(fd);
+    stat[got > 0 ? got : 0] = 0;
+    const char *end = strrchr(stat, ')'); /* the name may hold anything */
+    return end && end[1] == ' ' ? end[2] : 'X';
+}
+
+static bool exited(pid_t pid)
+{
+    char c = proc_state(pid);
+    return c == 'X' || c == 'Z';
+}
+
+/* Waits up to 20 s for done(pid) on every pid of pids[0..n). */
+static bool await_all(const int32_t *pids, int n, bool (*done)(pid_t))
+{
+    double t0 = now_s();
+    for (int q = 0; q < n; q++)
+        while (!done((pid_t)pids[q]))
+            if (now_s() - t0 > 20)
+                return false;
+            else
+                usleep(2000);
+    return true;
+}
+
+static bool stopped(pid_t pid)
+{
+    return proc_state(pid) == 'T';
+}
+
+/* The last rank posts its part and sleeps in its ring for its peers'
+ * flags (inline progress, so nothing else looks).  A helper process
+ * stops it there; the others then post, read its part, finish and exit;
+ * the helper lets it go on.  It wakes to their doorbells and their
+ * closed sockets at once, and their flags are up in its mapping: the
+ * all-reduce must succeed, as a message a peer sent before it closed is
+ * still received.  (A lost rank once failed every watch on it at once:
+ * TIDE_EPEER here, and 3 % of tide-perf's 4-rank checks under load.) */
+static void left_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    int32_t pid = (int32_t)getpid(), pids[8] = {0}, v = r + 1, s = 0;
+    EXPECT_OK(tide_allgather(world, &pid, pids, 1, TIDE_INT32));
+    tide_req *req;
+    pid_t helper = -1;
+    if (r == n - 1) {
+        EXPECT_OK(tide_iallreduce(world, &v, &s, 1, TIDE_INT32, TIDE_SUM, &req));
+        helper = fork();
+        if (helper == 0) {
+            usleep(300 * 1000); /* its wait is asleep in the ring by now */
+            kill(getppid(), SIGSTOP);
+            bool gone = await_all(pids, n - 1, exited);
+            kill(getppid(), SIGCONT);
+            _exit(gone ? 0 : 1);
+        }
+        EXPECT(helper > 0, "fork: %s", strerror(errno));
+    } else {
+        EXPECT(await_all(&pids[n - 1], 1, stopped), "rank %d was never stopped", n - 1);
+        EXPECT_OK(tide_iallreduce(world, &v, &s, 1, TIDE_INT32, TIDE_SUM, &req));
+    }
+    int rc = tide_wait(req, -1);
+    EXPECT(rc == 0, "the all-reduce returned %s (%s)", tide_err_name(rc), tide_req_message(req));
+    expect_algo(req, "board");
+    tide_req_free(req);
+    EXPECT(s == n * (n + 1) / 2, "rank %d: sum %d, not %d", r, s, n * (n + 1) / 2);
+    int status = 1;
+    if (helper > 0)
+        EXPECT(waitpid(helper, &status, 0) == helper && WIFEXITED(status) &&
+                   WEXITSTATUS(status) == 0,
+               "the helper saw the other ranks stay past 20 s");
+}
+
+static void peers_left_before_we_looked(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm_with(2, 30, TIDE_PROGRESS_INLINE, left_body, NULL), 0);
+    /* Only one peer rings a sleeper (shm_ring_doorbell), so which socket
+     * it reads first varies: three times. */
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(run_on_shm_with(4, 30, TIDE_PROGRESS_INLINE, left_body, NULL), 0);
+}
+
 /* ---- a late rank: the deadline, then the communicator still works ---- */
 
 static void late_body(tide_comm *world, void *arg)
@@ -295,6 +400,7 @@ int main(void)
         cmocka_unit_test(many_in_flight_on_three_comms),
         cmocka_unit_test(more_communicators_than_boards),
         cmocka_unit_test(rank_killed_while_peers_wait),
+        cmocka_unit_test(peers_left_before_we_looked),
         cmocka_unit_test(late_rank_then_still_works),
         cmocka_unit_test(mismatch_between_boards),
         cmocka_unit_test(mismatch_board_against_messages),

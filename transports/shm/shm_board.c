@@ -71,21 +71,6 @@ bool shm_watch_any_ready(struct tide__shm *tp)
     return false;
 }
 
-void shm_watch_peer_lost(struct tide__shm *tp, int peer)
-{
-    tide__msg *prev = NULL, *m = tp->watches.head;
-    while (m) {
-        tide__msg *next = m->next;
-        if (m->peer == peer) {
-            tide__msgq_unlink(&tp->watches, prev, m);
-            tide__msg_done(tp->base.ctx, m, TIDE_EPEER);
-        } else {
-            prev = m;
-        }
-        m = next;
-    }
-}
-
 void shm_watch_fail_all(struct tide__shm *tp, int err)
 {
     tide__msg *m;

@@ -167,8 +167,7 @@ int shm_watch_withdraw(struct tide__shm *tp, tide__msg *m);
 int shm_watch_poll(struct tide__shm *tp);
 /* arm(): whether a pass now would complete a watch. */
 bool shm_watch_any_ready(struct tide__shm *tp);
-/* Fail (TIDE_EPEER) the watches waiting on world rank peer. */
-void shm_watch_peer_lost(struct tide__shm *tp, int peer);
+/* Fail every watch with err: the transport aborts. */
 void shm_watch_fail_all(struct tide__shm *tp, int err);
 uint8_t *shm_board_at(struct tide__transport *base, int peer);
 void shm_board_raise(struct tide__transport *base, const int *peers, int n);
