@@ -16,13 +16,18 @@
 #   (c) tide-perf over shared memory (TIDE_TRANSPORT=shm) against
 #       mpi-coll-bench on vader (MB), allreduce, allgather, reduce_scatter,
 #       broadcast, 8 B to 32 KiB by factors of 8 and 256 KiB to 16 MiB by
-#       4, 2, 8 and 16 ranks, both bound: tide-run's default, and mpirun
+#       4, 2, 8 and 16 ranks (the small band at 8 and 16 also with
+#       TIDE_BOARDS=0), both bound: tide-run's default, and mpirun
 #       --map-by slot:PE=2 --bind-to core with two cores a rank (what
 #       tide-run gives: compute and progress thread), --bind-to core with
 #       one, --bind-to none with fewer cores than ranks;
 #   (f) the 2-rank allreduce from 512 B to 64 KiB by factors of 2, over
 #       shared memory bound and unbound and over TCP (issue 32's 4 KiB step);
 #   (d) tide-fsdp-train (its defaults) at 8 ranks, bound and unbound;
+#   (g) the torch there (2.x): tests/python's rank_c10d.py (the
+#       ProcessGroup contract), rank_torch.py and rank_fsdp.py (FSDP,
+#       fully_shard and DDP against one process), 2 ranks, on tide and on
+#       Gloo alike;
 #   (b) Gloo's overlap (gloo_bench.py --overlap) as in (a);
 # Gloo last: it is the slowest, and the first to go if time runs short.
 #
@@ -171,6 +176,17 @@ for n in "${perf_ranks[@]}"; do
       "${sweep[@]}" --json "$raw/$name.json"
   done
 done
+# The small band again without boards (TIDE_BOARDS=0), where they run:
+# what they bring at 8 and 16 ranks.
+read -r b e f iters warm <<<"${perf_bands[0]}"
+for n in "${perf_ranks[@]}"; do
+  ((n > 2)) || continue
+  for op in ${all_ops//,/ }; do
+    name=noboard-tide-$op-n$n-$b-$e
+    TIDE_BOARDS=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" \
+      -b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm" -c 1 --json "$raw/$name.json"
+  done
+done
 
 # -------------------------- (f) issue 32's 4 KiB step: 2 ranks, 512 B-64 KiB
 # A 2-rank 4 KiB allreduce took longer than a 32 KiB one on the 16-core
@@ -194,6 +210,21 @@ for n in "${fsdp_ranks[@]}"; do
     # shellcheck disable=SC2046
     step "fsdp-$place-n$n" 120 trun -n "$n" $(place_opts $place) -- tide-fsdp-train \
       "${fsdp_args[@]}"
+  done
+done
+
+# --------------------------------------------------- (g) torch 2 contract
+
+# The rank programs find rankcases.py beside them; tide's package comes
+# from on-device.sh's PYTHONPATH.
+torch_path=$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/python" && pwd)
+for program in rank_c10d rank_fsdp rank_torch; do
+  for backend in tide gloo; do
+    [[ $program == rank_torch && $backend == gloo ]] && continue # tide's own API
+    args=("$backend")
+    [[ $program == rank_torch ]] && args=()
+    PYTHONPATH=$torch_path:${PYTHONPATH:-} step "torch-$program-$backend" 90 trun -n 2 -- \
+      "$PY" "$torch_path/$program.py" "${args[@]}"
   done
 done
 
@@ -330,13 +361,17 @@ section("(a, b) overlap of a nonblocking allreduce with compute, % hidden (OSU m
                "t_pure bound µs", "t_pure unbound µs"], body))
 
 # (c) tide over shared memory against Open MPI's vader, both bound
-tide, ompi = {}, {}
-for path in glob.glob(os.path.join(out, "raw", "perf-*.json")):
+tide, ompi, noboard = {}, {}, {}
+for path in glob.glob(os.path.join(out, "raw", "perf-*.json")) + \
+        glob.glob(os.path.join(out, "raw", "noboard-*.json")):
     for r in records(os.path.basename(path)):
         if r.get("inplace") or "time_us" not in r or not r.get("bytes"):
             continue
         key = (r["op"], r["ranks"], r["bytes"])
-        (ompi if r["tool"] == "ompi-sm" else tide)[key] = r
+        if os.path.basename(path).startswith("noboard-"):
+            noboard[key] = r
+        else:
+            (ompi if r["tool"] == "ompi-sm" else tide)[key] = r
 body = []
 ops = ("allreduce", "allgather", "reduce_scatter", "broadcast")
 for key in sorted(set(tide) | set(ompi),
@@ -346,11 +381,12 @@ for key in sorted(set(tide) | set(ompi),
                  num(o and o["time_us"], "{:.2f}"),
                  num(o["time_us"] / t["time_us"] if t and o else None, "{:.2f}"),
                  num(t and t["busbw_gbps"], "{:.2f}"), num(o and o["busbw_gbps"], "{:.2f}"),
-                 (t or {}).get("algo", "n/a")])
+                 (t or {}).get("algo", "n/a"),
+                 num(noboard[key]["time_us"] if key in noboard else None, "{:.2f}")])
 section("(c) tide shm (tide-run) against Open MPI vader (mpirun), both bound, float32 sum, "
         "out of place: µs per call; x = Open MPI time / tide time",
         table(["op", "ranks", "size", "tide µs", "Open MPI µs", "x Open MPI", "tide busbw GB/s",
-               "Open MPI busbw GB/s", "tide algo"], body))
+               "Open MPI busbw GB/s", "tide algo", "TIDE_BOARDS=0 µs"], body))
 
 # (d) FSDP: the headline lines, not the per-step ones
 lines = []
@@ -368,6 +404,17 @@ sizes = sorted(set().union(*(d.keys() for d in by.values())))
 section("(f) 2-rank allreduce, 512 B to 64 KiB (issue 32's 4 KiB step): µs, out of place",
         table(["size"] + [f"{c} µs" for c in cols],
               [[size_text(b)] + [num(by[c].get(b), "{:.2f}") for c in cols] for b in sizes]))
+# (g) torch 2: each program's verdicts on rank 0, and a failure's account
+lines = []
+for path in sorted(glob.glob(os.path.join(out, "log", "torch-*.log"))):
+    name = os.path.basename(path)[:-4]
+    got = log_lines(name)
+    said = [re.sub(r"^\[0\] ", "", l) for l in got
+            if re.match(r"^\[0\] (ok|FAIL|skip|torch) ", l)]
+    lines.append(f"-- {name}:\n" + "\n".join(said or ["(no verdicts)"]))
+    if any(l.startswith("FAIL") for l in said) or not said:
+        lines.append("   its last lines:\n" + "\n".join("   " + l for l in got[-25:]))
+section("(g) torch there: the ProcessGroup contract, FSDP, DDP (2 ranks)", "\n".join(lines))
 print("\nraw records in raw/, every step's output in log/")
 PYEOF
 rc=$?

@@ -301,11 +301,11 @@ def _reduce_op(opts, op, dtype):
     PRODUCT and MIN and), as Gloo's C++ bool does."""
     op = _torch_op(opts, op)
     if dtype == torch.bool:
-        if op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.BOR):
+        if _is_one_of(op, dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.BOR):
             return tide.MAX
-        if op in (dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.BAND):
+        if _is_one_of(op, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.BAND):
             return tide.MIN
-        if op == dist.ReduceOp.BXOR:
+        if _is_one_of(op, dist.ReduceOp.BXOR):
             return tide.BXOR  # 0 and 1 stay 0 and 1
         raise RuntimeError("tide: unsupported reduction operation for bool tensors: "
                            "SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR (AVG is not a bool)")
@@ -334,9 +334,16 @@ def _fold(tensors, op):
     return acc
 
 
+def _is_one_of(op, *theirs):
+    """op == one of theirs, asked of op: torch 2 passes a ReduceOp, which
+    knows how to equal the RedOpType constants; `op in (...)` asks the
+    constants, which do not know a ReduceOp."""
+    return any(op == t for t in theirs)
+
+
 def _tide_op(op):
     for theirs, ours in _OPS:
-        if op == theirs:
+        if _is_one_of(op, theirs):
             return ours
     raise RuntimeError(f"tide: unsupported reduction operation {op} "
                        "(SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR)")
@@ -348,13 +355,32 @@ class TideProcessGroup(ProcessGroup):
     checks what Gloo checks, with its words, and gives its future the
     value Gloo's gives (the tensors, a flat list for one output list)."""
 
-    def __init__(self, comm, rank, size):
+    def __init__(self, comm, rank, size, group_name=None):
         super().__init__(rank, size)
         self.comm = comm
         self._running = {}  # id(future) -> future of a work not yet done: barrier waits
+        self._group_name = group_name
 
     def name(self):
         return BACKEND
+
+    # torch 2 keeps a group's name and devices in the C++ backends a
+    # ProcessGroup holds, and a Python group holds none: DeviceMesh (so
+    # fully_shard and DTensor) reads group_name, and the object
+    # collectives read _device_types.  torch's own Python groups answer
+    # these themselves (test_c10d_pypg.py); so does this one.
+    @property
+    def group_name(self):
+        if self._group_name is None:
+            raise RuntimeError("ProcessGroup name not set")
+        return self._group_name
+
+    def _set_group_name(self, name):
+        self._group_name = name
+
+    @property
+    def _device_types(self):
+        return [torch.device("cpu")]
 
     def getBackendName(self):
         return BACKEND
@@ -736,7 +762,10 @@ def _create(opts, pg_options=None):
             comm = world.create_group(ranks)
         except tide.Error as e:
             raise RuntimeError(f"tide: cannot make the group {ranks}: {e}") from e
-    return TideProcessGroup(comm, opts.group_rank, opts.group_size)
+    # torch 2 hands a group that is a ProcessGroup back as is, without
+    # naming it: the name it registers the group under is group_id.
+    return TideProcessGroup(comm, opts.group_rank, opts.group_size,
+                            getattr(opts, "group_id", None) or None)
 
 
 def _register():

@@ -16,7 +16,7 @@ def test_backend_on_ranks(run_ranks, n):
 
 C10D_CASES = ["allreduce", "allreduce_coalesced", "sparse", "broadcast", "reduce", "allgather",
               "allgather_coalesced", "gather_scatter", "barrier_implies_wait", "send_recv",
-              "layouts", "coalesced_into_tensor", "bool"]
+              "layouts", "coalesced_into_tensor", "bool", "names_and_objects"]
 
 
 def _torch_major():
@@ -53,3 +53,11 @@ def test_ddp_matches_gloo(tmp_path):
         status, out = launch(2, demo, "--epochs", "2", *args, timeout=240)
         assert status == 0, out
     assert "within" in out and "tide: 2 ranks" in out
+
+
+def test_ddp_on_slices_matches_one_process(run_ranks):
+    """rank_fsdp.py's DDP case: 3 ranks, each a slice of one batch, end
+    where one process trained on the whole batch ends.  (Its FSDP cases
+    need torch 2: tools/device_compare.sh runs them there.)"""
+    out = run_ranks(3, "rank_fsdp.py", "tide", "ddp", timeout=240)
+    assert out.count("ok ddp") == 3, out
