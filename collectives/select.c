@@ -101,14 +101,20 @@ static bool ring_pays(int n, size_t bytes)
  * the tree takes 512 KiB in 30-32 us against the staged 66-68 and the
  * chain 1 MiB in 73-77 against 114-117; from 2 MiB staging is ahead
  * again (92-93 against 136-140 us; 4 MiB 171-183 against 273-290;
- * three interleaved rounds, 2026-11-25). */
+ * three interleaved rounds, 2026-11-25).  But on the 16-core host
+ * (2026-11-26, two rounds each) the one copy out of the root's memory
+ * is slow from 1 MiB: the tree took 219-228 us for 1 MiB, 1232-1254
+ * for 4 MiB, where staging took 92-101 and 452-519 (Open MPI's vader
+ * 113-122 and 464-484); at 256 KiB they tie (31-34).  Here today the
+ * tree still leads (1 MiB 56-59 against 97-103).  Users run on the
+ * many-core hosts: staging from 1 MiB. */
 static size_t stage_from(uint8_t kind, int n)
 {
     switch (kind) {
     case TIDE_KIND_ALLREDUCE:
         return n == 2 ? (size_t)512 << 10 : (size_t)128 << 10;
     case TIDE_KIND_BROADCAST:
-        return n == 2 ? (size_t)2 << 20 : (size_t)128 << 10;
+        return n == 2 ? (size_t)1 << 20 : (size_t)128 << 10;
     case TIDE_KIND_ALLGATHER:
         return n == 2 ? (size_t)512 << 10 : (size_t)256 << 10;
     default:
@@ -151,8 +157,12 @@ static const struct tide__algo *staged(uint8_t kind, int n, size_t bytes)
  *                against 10.1, 32 KiB 12.5 against 27.0.  So from 1 KiB
  *                (and at every size from 8 ranks, where a tree has three
  *                rounds or more); on 2 ranks to 16 KiB.
- * 8-16 ranks are still to be measured on a many-core host
- * (tools/device_compare.sh). */
+ * On the 16-core host (2026-11-26, tools/device_compare.sh, best of two
+ * rounds, against TIDE_BOARDS=0) the boards won at 8 and 16 ranks at
+ * every size from 8 B to 32 KiB: allreduce 16 ranks 8 B 2.9 against
+ * 7.6 us, 4 KiB 6.4 against 15.7, 32 KiB 22 against 48; all-gather 8
+ * ranks 4 KiB 3.0 against 9.1; broadcast 8 ranks 8-512 B 1.7 against
+ * 2.1-3.0 (a tree's three rounds). */
 static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
     int n = comm->size;
@@ -245,8 +255,13 @@ static const struct tide__algo *by_size(uint8_t kind, const tide_comm *comm, siz
          * messages with 2 MiB in flight, and above 512 KiB that beat one
          * whole message here (interleaved runs, 2026-11-21: 1 MiB
          * 196 -> 177 us, 4 MiB 853 -> 732, 16 MiB 4016 -> 3180; 2 MiB
-         * within noise; below 512 KiB the whole message wins). */
-        if (bytes <= (64u << 10) || (n <= 2 && bytes <= (512u << 10)))
+         * within noise; below 512 KiB the whole message wins).  Not
+         * on one host, where the whole message is one copy out of the
+         * root's memory (TIDE_SHM_CMA): there the chain took 603-619 us
+         * for 1 MiB on the 16-core host against Open MPI's 102, and
+         * here 55 against the whole message's 51 (4 MiB: 505 against
+         * 325), up to where the staged broadcast takes over (1 MiB). */
+        if (bytes <= (64u << 10) || (n <= 2 && (bytes <= (512u << 10) || comm->shared)))
             return &tide__algo_binomial_bcast;
         return &tide__algo_chain_bcast;
     case TIDE_KIND_REDUCE:
