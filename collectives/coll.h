@@ -218,6 +218,7 @@ extern const struct tide__algo tide__algo_local; /* a group of one */
 extern const struct tide__algo tide__algo_stage_allreduce;
 extern const struct tide__algo tide__algo_stage_allgather;
 extern const struct tide__algo tide__algo_stage_bcast;
+extern const struct tide__algo tide__algo_stage_reduce_scatter;
 /* over several hosts, through comm->host and comm->cross (engine/hosts.c) */
 extern const struct tide__algo tide__algo_hier_allreduce;
 extern const struct tide__algo tide__algo_board_allreduce;

@@ -64,6 +64,7 @@ static const struct family families[] = {
     {TIDE_KIND_REDUCE_SCATTER, "TIDE_ALGO_REDUCE_SCATTER",
      {{"ring", &tide__algo_ring_reduce_scatter, ANY},
       {"recursive_halving", &tide__algo_rh_reduce_scatter, ANY},
+      {"shm", &tide__algo_stage_reduce_scatter, SHARED},
       {"board", &tide__algo_board_reduce_scatter, BOARD}}},
     {TIDE_KIND_REDUCE_SCATTERV, "TIDE_ALGO_REDUCE_SCATTERV",
      {{"ring", &tide__algo_ring_reduce_scatter, ANY},
@@ -107,7 +108,10 @@ static bool ring_pays(int n, size_t bytes)
  * for 4 MiB, where staging took 92-101 and 452-519 (Open MPI's vader
  * 113-122 and 464-484); at 256 KiB they tie (31-34).  Here today the
  * tree still leads (1 MiB 56-59 against 97-103).  Users run on the
- * many-core hosts: staging from 1 MiB. */
+ * many-core hosts: staging from 1 MiB.  Reduce-scatter (2026-11-26,
+ * here, against recursive halving): 2 ranks 256 KiB 35 against 45 us,
+ * 1 MiB 172 against the ring's 244; 4 ranks 256 KiB 223 against 278,
+ * 1 MiB 808 against 1033; below, the boards take it (to 64 KiB). */
 static size_t stage_from(uint8_t kind, int n)
 {
     switch (kind) {
@@ -117,6 +121,8 @@ static size_t stage_from(uint8_t kind, int n)
         return n == 2 ? (size_t)1 << 20 : (size_t)128 << 10;
     case TIDE_KIND_ALLGATHER:
         return n == 2 ? (size_t)512 << 10 : (size_t)256 << 10;
+    case TIDE_KIND_REDUCE_SCATTER:
+        return n == 2 ? (size_t)256 << 10 : (size_t)128 << 10;
     default:
         return SIZE_MAX;
     }
@@ -131,6 +137,10 @@ static const struct tide__algo *staged(uint8_t kind, int n, size_t bytes)
         return &tide__algo_stage_allreduce;
     case TIDE_KIND_BROADCAST:
         return &tide__algo_stage_bcast;
+    case TIDE_KIND_REDUCE_SCATTER:
+        /* In place of recursive halving only: from where the ring pays
+         * it led Open MPI by 1.6-6.4x on the 16-core host. */
+        return ring_pays(n, bytes) ? NULL : &tide__algo_stage_reduce_scatter;
     default:
         return &tide__algo_stage_allgather;
     }
@@ -370,7 +380,7 @@ static const struct tide__algo *const all_algos[] = {
     &tide__algo_dissemination_barrier, &tide__algo_stage_allreduce, &tide__algo_stage_allgather,
     &tide__algo_stage_bcast,     &tide__algo_hier_allreduce,    &tide__algo_board_allreduce,
     &tide__algo_board_rsag_allreduce, &tide__algo_board_allgather, &tide__algo_board_reduce_scatter,
-    &tide__algo_board_bcast,
+    &tide__algo_board_bcast,     &tide__algo_stage_reduce_scatter,
 };
 
 uint8_t tide__algo_id(const struct tide__algo *algo)

@@ -606,8 +606,9 @@ TIDE_API int tide_allgatherv(tide_comm *comm, const void *sendbuf, void *recvbuf
  * their reduction (elements r*recvcount .. (r+1)*recvcount-1) in recvbuf.
  * TIDE_IN_PLACE: the input is recvbuf (size*recvcount elements) and the
  * result is left at its start, as in MPI.  Algorithms: "ring",
- * "recursive_halving", "board" (ranks of one host, inputs of up to 64
- * KiB). */
+ * "recursive_halving", "shm" (ranks of one host: each reduces its block
+ * straight out of every rank's staging slot), "board" (ranks of one
+ * host, inputs of up to 64 KiB). */
 TIDE_API int tide_ireduce_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf,
                                   size_t recvcount, tide_dtype dtype, tide_op op, tide_req **req);
 TIDE_API int tide_reduce_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf,

@@ -41,7 +41,7 @@ const struct family coll_families[C_COUNT] = {
                      {"ring", "bruck", "recursive_doubling", "shm", NULL, "board"}, false},
     [C_ALLGATHERV] = {"allgatherv", "TIDE_ALGO_ALLGATHERV", {"ring"}, false},
     [C_REDUCE_SCATTER] = {"reduce_scatter", "TIDE_ALGO_REDUCE_SCATTER",
-                          {"ring", "recursive_halving", NULL, NULL, NULL, "board"}, true},
+                          {"ring", "recursive_halving", NULL, "shm", NULL, "board"}, true},
     [C_REDUCE_SCATTERV] = {"reduce_scatterv", "TIDE_ALGO_REDUCE_SCATTERV",
                            {"ring", "recursive_halving"}, true},
     [C_GATHER] = {"gather", "TIDE_ALGO_GATHER", {"binomial"}, false},

@@ -5,7 +5,8 @@
  * nothing behind in /dev/shm (the segments are unnamed memfds), and the
  * staged collectives (collectives/stage.h): chosen exactly where every
  * pair shares memory, many in flight at once on several communicators,
- * their slots given back, and a rank killed in the middle of one. */
+ * their slots given back, the reduce-scatter's rounds, and a rank killed
+ * in the middle of one. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -262,6 +263,79 @@ static void staged_collectives_together(void **state)
     assert_int_equal(failed, 0);
 }
 
+/* ---- the staged reduce-scatter ---- */
+
+/* Element i of block b of rank r's input: small integers, exact in float. */
+static float rs_input(int r, int b, size_t i)
+{
+    return (float)((r + 1) * (b + 2) + (int)(i % 11));
+}
+
+/* One reduce-scatter of `block` floats a rank on c, checked element by
+ * element: out of place or in place, SUM or MAX; it must run `want`. */
+static void rs_case(tide_comm *c, size_t block, bool in_place, tide_op op, const char *want)
+{
+    int r = tide_comm_rank(c), n = tide_comm_size(c);
+    float *in = malloc(block * (size_t)n * sizeof *in), *out = malloc(block * sizeof *out);
+    EXPECT(in && out, "malloc");
+    for (int b = 0; b < n; b++)
+        for (size_t i = 0; i < block; i++)
+            in[(size_t)b * block + i] = rs_input(r, b, i);
+    tide_req *req;
+    EXPECT_OK(tide_ireduce_scatter(c, in_place ? TIDE_IN_PLACE : in, in_place ? in : out, block,
+                                   TIDE_FLOAT32, op, &req));
+    EXPECT_OK(tide_wait(req, 30000));
+    EXPECT(!strcmp(tide_req_algorithm(req), want), "%zu floats a block on %d ranks ran %s, not %s",
+           block, n, tide_req_algorithm(req), want);
+    tide_req_free(req);
+    const float *got = in_place ? in : out;
+    for (size_t i = 0; i < block; i++) {
+        float w = 0;
+        for (int q = 0; q < n; q++) {
+            float v = rs_input(q, r, i);
+            w = op == TIDE_MAX ? (q == 0 || v > w ? v : w) : w + v;
+        }
+        if (got[i] != w) {
+            EXPECT(0, "rank %d of %d, %zu a block, %s: element %zu is %g, want %g", r, n, block,
+                   in_place ? "in place" : "out of place", i, (double)got[i], (double)w);
+            break;
+        }
+    }
+    free(in);
+    free(out);
+}
+
+/* By size on 4 ranks and a group of 3: staged between the boards and the
+ * ring; forced, blocks that take several rounds of a staging half and
+ * end in a partial one (1 MiB halves: 65536 floats a block a round on 4
+ * ranks), in place and out. */
+static void staged_reduce_scatter_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    tide_comm *three;
+    EXPECT_OK(tide_comm_split(world, r < 3, r, &three));
+    rs_case(world, 20000, false, TIDE_SUM, "shm");        /* 312 KiB in all */
+    rs_case(world, 300000, false, TIDE_SUM, "ring");      /* 4.6 MiB: the ring pays */
+    if (r < 3)
+        rs_case(three, 30000, true, TIDE_MAX, "shm");
+    setenv("TIDE_ALGO_REDUCE_SCATTER", "shm", 1);
+    rs_case(world, 200001, false, TIDE_SUM, "shm");
+    rs_case(world, 200001, true, TIDE_SUM, "shm");
+    rs_case(world, 3, true, TIDE_MAX, "shm");
+    if (r < 3)
+        rs_case(three, 87381, false, TIDE_SUM, "shm"); /* exactly one round a block */
+    unsetenv("TIDE_ALGO_REDUCE_SCATTER");
+    EXPECT(n == 4, "run on 4 ranks");
+    EXPECT_OK(tide_comm_free(three));
+}
+
+static void staged_reduce_scatter(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm(4, staged_reduce_scatter_body, NULL), 0);
+}
+
 /* Rank 2 dies while a 64 MiB staged allreduce runs: every other rank
  * fails with TIDE_EPEER within the run limit, and the next staged call
  * on the broken communicator fails too rather than hang. */
@@ -290,6 +364,7 @@ int main(void)
         cmocka_unit_test(tcp_forced_everywhere),
         cmocka_unit_test(killed_rank_leaves_nothing_behind),
         cmocka_unit_test(staged_collectives_together),
+        cmocka_unit_test(staged_reduce_scatter),
         cmocka_unit_test(rank_killed_mid_staged_collective),
     };
     return cmocka_run_group_tests_name("shm transport", tests, NULL, NULL);
