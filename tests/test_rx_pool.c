@@ -66,20 +66,55 @@ static void payloads_count_with_their_bookkeeping(void **state)
     tide__rx_free(&rx);
 }
 
-/* An empty pool takes one frame past the limit (parking it could stop
- * the frames its receiver waits for first), and then nothing more. */
+/* An empty pool takes one frame past the room left (parking it could
+ * stop the frames its receiver waits for first), and then nothing more. */
 static void one_large_frame_then_parked(void **state)
 {
     (void)state;
     struct tide__rx rx;
     memset(&rx, 0, sizeof rx);
-    struct tide__rx_pool pool = {0, 4096};
-    rx.hdr = p2p_frame(1, 8192);
+    struct tide__rx_pool pool = {0, 8192};
+    rx.hdr = p2p_frame(1, 6000);
     assert_int_equal(tide__rx_route(&rx, &pool, NULL, 1, false), TIDE_RX_ROUTED);
-    memset(rx.dst, 7, 8192);
+    memset(rx.dst, 7, 6000);
     tide__rx_frame_done(&rx, &pool, NULL, 1);
-    rx.hdr = p2p_frame(2, 0);
+    rx.hdr = p2p_frame(2, 4000);
     assert_int_equal(tide__rx_route(&rx, &pool, NULL, 1, false), TIDE_RX_PARK);
+    tide__rx_free(&rx);
+}
+
+/* A frame larger than the whole pool is never buffered, even in an empty
+ * pool (issue 33: one header announcing 4 GiB reserved 4 GiB): it parks,
+ * holding nothing, until its receive is posted, then goes straight into
+ * that receive's buffer.  A dead peer's last frame (force) still drains. */
+static void frame_larger_than_the_pool_waits_for_its_receive(void **state)
+{
+    (void)state;
+    struct tide__rx rx;
+    memset(&rx, 0, sizeof rx);
+    struct tide__rx_pool pool = {0, 4096};
+    rx.hdr = p2p_frame(5, (uint64_t)4 << 30);
+    assert_int_equal(tide__rx_route(&rx, &pool, NULL, 1, false), TIDE_RX_PARK);
+    assert_int_equal(pool.bytes, 0);
+    static uint8_t buf[8192];
+    tide__msg m;
+    memset(&m, 0, sizeof m);
+    m.dir = TIDE_MSG_RECV;
+    m.peer = 1;
+    m.hdr = p2p_frame(5, 0);
+    m.buf = buf;
+    m.len = sizeof buf;
+    rx.hdr = p2p_frame(5, sizeof buf);
+    assert_int_equal(tide__rx_route(&rx, &pool, NULL, 1, false), TIDE_RX_PARK);
+    tide__match_post(&rx.mq, &m);
+    assert_int_equal(tide__rx_route(&rx, &pool, NULL, 1, false), TIDE_RX_ROUTED);
+    assert_ptr_equal(rx.msg, &m);
+    assert_ptr_equal(rx.dst, buf);
+    assert_int_equal(pool.bytes, 0);
+    rx.hdr = p2p_frame(6, 8192);
+    assert_int_equal(tide__rx_route(&rx, &pool, NULL, 1, true), TIDE_RX_ROUTED);
+    assert_true(pool.bytes > 4096);
+    tide__rx_frame_done(&rx, &pool, NULL, 1);
     tide__rx_free(&rx);
 }
 
@@ -89,6 +124,7 @@ int main(void)
         cmocka_unit_test(empty_frames_count),
         cmocka_unit_test(payloads_count_with_their_bookkeeping),
         cmocka_unit_test(one_large_frame_then_parked),
+        cmocka_unit_test(frame_larger_than_the_pool_waits_for_its_receive),
     };
     return cmocka_run_group_tests_name("unexpected pool", tests, NULL, NULL);
 }

@@ -34,14 +34,21 @@ enum tide__rx_routed tide__rx_route(struct tide__rx *rx, struct tide__rx_pool *p
         rx->in_frame = true;
         return TIDE_RX_ROUTED;
     }
-    /* An empty pool takes any one frame, however large: parking it
-     * could stop the very frames its receiver waits for first. */
-    if (pool->bytes + tide__rx_held(f) > pool->limit && pool->bytes > 0 && !force)
+    /* An empty pool takes any one frame it can hold: parking it could
+     * stop the very frames its receiver waits for first.  A frame larger
+     * than the whole pool is never buffered (one header must not cost
+     * gigabytes): it waits, and its peer's stream with it, for the
+     * receive it is for, which then takes it straight into its buffer;
+     * a receiver that wants other frames of that peer first meets its
+     * deadline, as with a full pool. */
+    size_t held = tide__rx_held(f);
+    bool too_big = held > pool->limit;
+    if (!force && (too_big || (pool->bytes + held > pool->limit && pool->bytes > 0)))
         return TIDE_RX_PARK;
     struct tide__unexp *ux = tide__unexp_new(f, NULL);
     if (!ux)
         return TIDE_RX_NOMEM;
-    pool->bytes += tide__rx_held(f);
+    pool->bytes += held;
     rx->ux = ux;
     rx->dst = ux->data;
     rx->in_frame = true;

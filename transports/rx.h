@@ -18,7 +18,9 @@
  * and its bookkeeping (tide__rx_held), so that a flood of empty frames
  * counts too.  Past the limit a connection stops reading (it "parks"),
  * so a slow receiver slows its senders instead of growing without
- * bound. */
+ * bound; a frame larger than the whole limit parks until its receive is
+ * posted, however empty the pool (issue 33: one header announcing 4 GiB
+ * reserved 4 GiB). */
 struct tide__rx_pool {
     size_t bytes, limit;
 };
