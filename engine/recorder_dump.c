@@ -18,6 +18,7 @@
  * were read together, so the doctor can put every rank on one time line.
  * Ranks are world ranks.  Reactor thread only. */
 #include "engine/context.h"
+#include "engine/json.h"
 #include "engine/log.h"
 
 #include <errno.h>
@@ -32,19 +33,13 @@ static const char *state_name(uint8_t state)
     return state < 4 ? names[state] : "?";
 }
 
-/* A JSON string: quotes, backslashes and control bytes escaped. */
+/* A JSON string (json.h). */
 static void put_string(FILE *f, const char *s)
 {
+    char esc[8];
     fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
+    for (; *s; s++)
+        fputs(tide__json_char((unsigned char)*s, esc), f);
     fputc('"', f);
 }
 

@@ -15,6 +15,7 @@
  *     posts (instants), and the caller's own tide_trace_begin/end
  *     regions. */
 #include "engine/trace.h"
+#include "engine/json.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -62,18 +63,12 @@ void tide__text_printf(struct tide__text *t, const char *fmt, ...)
     }
 }
 
-/* s as the inside of a JSON string. */
+/* s as the inside of a JSON string (json.h). */
 static void put_escaped(struct tide__text *t, const char *s)
 {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            tide__text_printf(t, "\\%c", c);
-        else if (c < 0x20)
-            tide__text_printf(t, "\\u%04x", c);
-        else
-            tide__text_printf(t, "%c", c);
-    }
+    char esc[8];
+    for (; *s; s++)
+        tide__text_printf(t, "%s", tide__json_char((unsigned char)*s, esc));
 }
 
 struct emit {

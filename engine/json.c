@@ -1,0 +1,15 @@
+/* json.c - see json.h. */
+#include "engine/json.h"
+
+#include <stdio.h>
+
+const char *tide__json_char(unsigned char c, char out[8])
+{
+    if (c == '"' || c == '\\')
+        snprintf(out, 8, "\\%c", c);
+    else if (c < 0x20)
+        snprintf(out, 8, "\\u%04x", c);
+    else
+        snprintf(out, 8, "%c", c);
+    return out;
+}
