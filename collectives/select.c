@@ -9,6 +9,7 @@
  * winning; see docs/algorithms.md for how they were found. */
 #include "collectives/board.h"
 #include "collectives/coll.h"
+#include "collectives/stage.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@ enum need {
     ANY = 0,
     POW2,   /* a power-of-two group */
     SHARED, /* staging memory (stage.h) */
+    BLOCKS, /* staging halves that hold an element of every block */
     HOSTS,  /* ranks spread evenly over hosts (engine/hosts.c) */
     BOARD,  /* boards (board.h), and a vector that fits a slot */
 };
@@ -64,7 +66,7 @@ static const struct family families[] = {
     {TIDE_KIND_REDUCE_SCATTER, "TIDE_ALGO_REDUCE_SCATTER",
      {{"ring", &tide__algo_ring_reduce_scatter, ANY},
       {"recursive_halving", &tide__algo_rh_reduce_scatter, ANY},
-      {"shm", &tide__algo_stage_reduce_scatter, SHARED},
+      {"shm", &tide__algo_stage_reduce_scatter, BLOCKS},
       {"board", &tide__algo_board_reduce_scatter, BOARD}}},
     {TIDE_KIND_REDUCE_SCATTERV, "TIDE_ALGO_REDUCE_SCATTERV",
      {{"ring", &tide__algo_ring_reduce_scatter, ANY},
@@ -128,8 +130,9 @@ static size_t stage_from(uint8_t kind, int n)
     }
 }
 
-static const struct tide__algo *staged(uint8_t kind, int n, size_t bytes)
+static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
+    int n = comm->size;
     if (bytes < stage_from(kind, n))
         return NULL;
     switch (kind) {
@@ -139,8 +142,10 @@ static const struct tide__algo *staged(uint8_t kind, int n, size_t bytes)
         return &tide__algo_stage_bcast;
     case TIDE_KIND_REDUCE_SCATTER:
         /* In place of recursive halving only: from where the ring pays
-         * it led Open MPI by 1.6-6.4x on the 16-core host. */
-        return ring_pays(n, bytes) ? NULL : &tide__algo_stage_reduce_scatter;
+         * it led Open MPI by 1.4-6.4x on the 16-core host. */
+        if (ring_pays(n, bytes) || !tide__stage_fits_blocks(comm))
+            return NULL;
+        return &tide__algo_stage_reduce_scatter;
     default:
         return &tide__algo_stage_allgather;
     }
@@ -241,7 +246,7 @@ static bool hier_pays(const tide_comm *comm, size_t bytes)
 static const struct tide__algo *by_size(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
     int n = comm->size;
-    const struct tide__algo *fast = comm->shared ? staged(kind, n, bytes) : NULL;
+    const struct tide__algo *fast = comm->shared ? staged(kind, comm, bytes) : NULL;
     if (!fast && comm->shared && boards_by_default())
         fast = on_board(kind, comm, bytes);
     if (fast)
@@ -359,6 +364,7 @@ const struct tide__algo *tide__select(uint8_t kind, const tide_comm *comm, size_
         if (strcmp(want, c->name) != 0)
             continue;
         if ((c->need == POW2 && !tide__is_pow2(n)) || (c->need == SHARED && !comm->shared) ||
+            (c->need == BLOCKS && !tide__stage_fits_blocks(comm)) ||
             (c->need == HOSTS && !tide__comm_hierarchical(comm)) ||
             (c->need == BOARD && !tide__board_fits(kind, comm, bytes)))
             return by_size(kind, comm, bytes);

@@ -11,6 +11,16 @@ static int world_rank(const tide_comm *comm, int q)
     return comm->world_of ? comm->world_of[q] : q;
 }
 
+bool tide__stage_fits_blocks(const tide_comm *comm)
+{
+    struct tide__transport *tp = comm->ctx->tp;
+    size_t area_bytes = 0, slot_bytes = 0;
+    if (!comm->shared || !tp->ops->stage_at ||
+        !tp->ops->stage_at(tp, world_rank(comm, comm->rank), &area_bytes, &slot_bytes))
+        return false;
+    return slot_bytes / 2 >= (size_t)comm->size * 8;
+}
+
 size_t tide__stage_share_off(size_t elems, int n, int q)
 {
     size_t base = elems / (size_t)n, extra = elems % (size_t)n, uq = (size_t)q;

@@ -78,6 +78,12 @@ void tide__stage_release(tide_req *req);
 void tide__stage_plan_rounds(struct tide__stage *s, size_t chunk);
 size_t tide__stage_round_span(const struct tide__stage *s, uint32_t k, size_t *base);
 
+/* Whether comm's staging halves hold an element (of up to 8 bytes) of
+ * every rank's block: what the staged reduce-scatter needs to carry a
+ * chunk of each block every round.  Real slots hold 2 MiB (thousands of
+ * ranks); the simulator's may hold a few dozen bytes. */
+bool tide__stage_fits_blocks(const tide_comm *comm);
+
 /* The even split of `elems` elements among n ranks: rank q's share starts
  * at share_off(elems, n, q) (q == n: elems). */
 size_t tide__stage_share_off(size_t elems, int n, int q);

@@ -7,10 +7,10 @@
  * reduces in every round: round k carries the k-th chunk of every block,
  * one after another in the half (block q's at q chunks in), and a rank
  * reduces the chunk of its own block from every slot (in rank order,
- * so the bits do not depend on who is fast) into recvbuf.  A half too
- * small for an element of every block (the simulator's slots of a few
- * dozen bytes) takes the blocks in groups instead, one element each,
- * and only a group's owners reduce in its rounds.
+ * so the bits do not depend on who is fast) into recvbuf.  It runs
+ * where a staging half holds an element of every block (select.c asks
+ * tide__stage_fits_blocks: thousands of ranks in real slots; the
+ * simulator's few dozen bytes give way to recursive halving).
  *
  * Per round: copy in; note to all, notes from all (every chunk is in
  * place); reduce.  Our note for round k + 1 goes out only after we read
@@ -29,49 +29,33 @@ struct stage_reduce_scatter {
     struct tide__stage s;
     enum phase phase;
     size_t block; /* elements of each rank's block */
-    int group;    /* blocks a round carries (n unless the half is tiny) */
-    int groups;   /* rounds per chunk: ceil(n / group) */
 };
 
-/* What round k carries: elements [*lo, *lo + return) of blocks
- * [*first, *first + group) (fewer at the end), block q's chunk at
- * (q - *first) chunks into the half. */
-static size_t round_of(const struct stage_reduce_scatter *op, uint32_t k, size_t *lo, int *first)
+/* Round k's chunk of each block: elements [*lo, *lo + return) of it. */
+static size_t chunk_of(const struct stage_reduce_scatter *op, uint32_t k, size_t *lo)
 {
-    *lo = (size_t)(k / (uint32_t)op->groups) * op->s.chunk;
-    *first = (int)(k % (uint32_t)op->groups) * op->group;
+    *lo = (size_t)k * op->s.chunk;
     size_t left = op->block - *lo;
     return left < op->s.chunk ? left : op->s.chunk;
-}
-
-static int group_end(const struct stage_reduce_scatter *op, int first)
-{
-    return first + op->group < op->s.n ? first + op->group : op->s.n;
 }
 
 static void round_in(struct stage_reduce_scatter *op)
 {
     struct tide__stage *s = &op->s;
-    int first;
-    size_t lo, len = round_of(op, s->round, &lo, &first), es = s->c.esize;
+    size_t lo, len = chunk_of(op, s->round, &lo), es = s->c.esize;
     uint8_t *half = s->mine + (size_t)(s->round % 2) * s->half;
-    for (int q = first; q < group_end(op, first); q++)
-        tide__coll_copy(&s->c, half + (size_t)(q - first) * s->chunk * es,
+    for (int q = 0; q < s->n; q++)
+        tide__coll_copy(&s->c, half + (size_t)q * s->chunk * es,
                         tide__at(&s->c, s->c.sendbuf, (size_t)q * op->block + lo), len * es);
     op->phase = PH_IN;
     tide__stage_exchange(s, 0, 2 * s->round);
 }
 
-/* Our block's chunk of this round, from every slot, into recvbuf (if
- * the round carries our block). */
+/* Our block's chunk of this round, from every slot, into recvbuf. */
 static void reduce_ours(struct stage_reduce_scatter *op)
 {
     struct tide__stage *s = &op->s;
-    int first;
-    size_t lo, len = round_of(op, s->round, &lo, &first);
-    if (s->me < first || s->me >= group_end(op, first))
-        return;
-    size_t at = (size_t)(s->me - first) * s->chunk * s->c.esize;
+    size_t lo, len = chunk_of(op, s->round, &lo), at = (size_t)s->me * s->chunk * s->c.esize;
     int h = (int)(s->round % 2);
     char *dst = tide__at(&s->c, s->c.recvbuf, lo);
     tide__coll_reduce(&s->c, dst, tide__stage_half(s, 0, h) + at, tide__stage_half(s, 1, h) + at,
@@ -92,20 +76,15 @@ static void start(tide_req *req)
     }
     if (tide__stage_begin(s, true))
         return;
-    /* A half holds one chunk of each block of a group: all n blocks
-     * unless it has room for fewer elements than that. */
-    size_t room = s->half / s->c.esize;
-    op->group = room >= (size_t)s->n ? s->n : (int)room;
-    op->groups = (s->n + op->group - 1) / op->group;
-    s->chunk = room / (size_t)op->group;
-    size_t chunks = (op->block + s->chunk - 1) / s->chunk;
-    if (chunks * (size_t)op->groups >= UINT32_MAX / 2) { /* the notes' tags: 2 a round */
-        tide__req_fail(&s->c.req, TIDE_EINVAL, "a reduce-scatter of %zu elements a block "
-                       "needs more rounds than a staging slot of %zu bytes allows",
-                       op->block, 2 * s->half);
+    /* A half holds one chunk of each of the n blocks. */
+    s->chunk = s->half / s->c.esize / (size_t)s->n;
+    size_t chunks = s->chunk ? (op->block + s->chunk - 1) / s->chunk : 0;
+    if (!s->chunk || chunks >= UINT32_MAX / 2) { /* select.c checks; the tags: 2 a round */
+        tide__req_fail(&s->c.req, TIDE_EPROTO, "internal error: a staging half of %zu bytes "
+                       "for %d blocks of %zu elements", s->half, s->n, op->block);
         return;
     }
-    s->nrounds = (uint32_t)(chunks * (size_t)op->groups);
+    s->nrounds = (uint32_t)chunks;
     round_in(op);
 }
 

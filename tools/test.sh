@@ -18,11 +18,13 @@ tools/check_layers.sh
 # and with the job split into two test hosts of two ranks (shared memory
 # inside each, TCP between).  TIDE_EXPECT_TRANSPORT makes every harness
 # rank check which transport carries each pair.  The simulated network
-# has no reactor or transport, so it runs once.
+# has no reactor or transport, and tide-run (the launcher suite) moves
+# no data, so they run once.
 suites() {
   local build=$1
   shift
-  local sockets=(meson test -C "$build" --print-errorlogs --num-processes 1 --no-suite sim "$@")
+  local sockets=(meson test -C "$build" --print-errorlogs --num-processes 1 --no-suite sim
+    --no-suite launcher "$@")
   echo "test: $build, io_uring reactor, shared memory between the ranks"
   TIDE_EXPECT_TRANSPORT=shm meson test -C "$build" --print-errorlogs --num-processes 1 "$@"
   echo "test: $build, io_uring refused by seccomp: epoll reactor; single copies (TIDE_SHM_CMA=1)"
