@@ -20,8 +20,8 @@
  * Single copy: a payload of at least cma_min bytes to a peer whose
  * memory we may read and that may read ours (probed at setup) is not
  * copied into the ring, if its message may be pulled (transport.h:
- * collectives whose bytes flow one way, as a broadcast's) or
- * TIDE_SHM_CMA=1 asks for it everywhere.  Its header carries
+ * collectives whose bytes flow one way, as a broadcast's) and is below
+ * SHM_CMA_AUTO_MAX, or TIDE_SHM_CMA=1 asks for it everywhere.  Its header carries
  * SHM_HDR_REMOTE in its first reserved byte and is followed by a
  * descriptor (the payload's address in the sender, its length); the
  * reader copies the payload straight from the sender with
@@ -55,6 +55,14 @@
 #define SHM_HDR_REMOTE 0x1        /* the payload stays in the sender's memory */
 #define SHM_DESC_BYTES 16         /* a single-copy frame's descriptor: addr, len */
 #define SHM_CMA_MIN ((size_t)64 * 1024)
+/* Under TIDE_SHM_CMA=auto, pulled payloads below this size only: on the
+ * 16-core host (2026-11-26, two rounds) the ring's two copies beat the
+ * single copy from 1 MiB, for a reduce at 2 ranks 1.1-1.9x and at 8
+ * ranks 1.5-2.6x (1 MiB 1126-1353 against 1887-3582 us), while from 64
+ * KiB to 256 KiB the single copy led (8 ranks 64 KiB 92 against 154).
+ * On this project's 2-core machine it led at every size (1.2-1.6x):
+ * users run on the many-core hosts. */
+#define SHM_CMA_AUTO_MAX ((size_t)1 << 20)
 /* One slot per staged collective in flight on this rank: 64 of them
  * before one fails with TIDE_ENOMEM.  A slot is two halves, one chunk of
  * the vector each (collectives/stage.c): 1 MiB chunks measured best on

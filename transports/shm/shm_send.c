@@ -43,7 +43,8 @@ static void start_head(struct shm_peer *c)
     m->hdr.len = m->len;
     tide__frame_encode(&m->hdr, c->tx_hdr);
     c->tx_off = 0;
-    c->tx_remote = c->cma && m->len >= c->tp->cma_min && (m->pull || c->tp->cma_all);
+    c->tx_remote = c->cma && m->len >= c->tp->cma_min &&
+                   (c->tp->cma_all || (m->pull && m->len < SHM_CMA_AUTO_MAX));
     if (!c->tx_remote)
         return;
     uint64_t desc[2] = {(uint64_t)(uintptr_t)m->buf, (uint64_t)m->len};
