@@ -270,6 +270,9 @@ int tide_config_from_env(tide_config *cfg)
     if (!rc && (s = getenv("TIDE_PROGRESS_CPUS")))
         rc = copy_string("TIDE_PROGRESS_CPUS", strcasecmp(s, "auto") ? s : "", cfg->progress_cpus,
                          sizeof cfg->progress_cpus);
+    if (!rc && (s = getenv("TIDE_WIRE_AUTH")))
+        rc = copy_string("TIDE_WIRE_AUTH", strcasecmp(s, "auto") ? s : "", cfg->wire_auth,
+                         sizeof cfg->wire_auth);
     if (!rc && (s = getenv("TIDE_TRACE")))
         rc = copy_string("TIDE_TRACE", s, cfg->trace_path, sizeof cfg->trace_path);
     return rc;

@@ -152,6 +152,15 @@ typedef struct tide_config {
                                    the whole host with two CPUs a rank or more, the
                                    (local_rank+1)-th highest), "none", or a CPU list
                                    ("5", "5,21", "4-5"); said at info level */
+    char wire_auth[16];         /* what protects frames on TCP connections after the
+                                   handshake: "" (auto: "mac" when job_token is set, else
+                                   "off"), "off", "mac" (each frame carries Poly1305 tags
+                                   under per-connection keys: an altered, dropped, replayed
+                                   or forged frame fails the connection with an error
+                                   instead of delivering) or "encrypt" (the same, payloads
+                                   ChaCha20-encrypted too).  Every rank must use the same;
+                                   "mac" and "encrypt" need a token.  Shared memory between
+                                   ranks of one user on one host is not covered. */
 } tide_config;
 
 /* Fill cfg with defaults: size 1, rank 0, 127.0.0.1:29500, timeout 300 s,
@@ -173,7 +182,8 @@ TIDE_API void tide_config_default(tide_config *cfg);
  * (auto, 0 or 1), TIDE_TCP_CONGESTION (auto, system or an algorithm's
  * name), TIDE_REACTOR (auto, io_uring or epoll), TIDE_TRANSPORT (auto or
  * a transport's name), TIDE_PROGRESS_CPUS (auto, none or a CPU list),
- * TIDE_LOG_LEVEL and TIDE_TRACE (trace_path).
+ * TIDE_WIRE_AUTH (auto, off, mac or encrypt), TIDE_LOG_LEVEL and
+ * TIDE_TRACE (trace_path).
  * Returns TIDE_EINVAL (and logs which variable) on a malformed value.
  */
 TIDE_API int tide_config_from_env(tide_config *cfg);

@@ -19,7 +19,7 @@ static const struct {
     FIELD(master_addr),  FIELD(master_port),   FIELD(job_token),           FIELD(timeout_s),
     FIELD(bootstrap_timeout_s), FIELD(progress), FIELD(spin_us),          FIELD(log_level),
     FIELD(trace_path),   FIELD(yield_when_idle), FIELD(tcp_congestion),   FIELD(reactor),
-    FIELD(transport),    FIELD(progress_cpus),
+    FIELD(transport),    FIELD(progress_cpus),     FIELD(wire_auth),
 };
 
 int main(void)

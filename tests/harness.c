@@ -133,6 +133,12 @@ int harness_run_raw(int n, int run_limit_s, int (*fn)(int rank, int port, void *
     int port = harness_free_port(NULL);
     if (port < 0)
         return n;
+    return harness_run_raw_on(n, run_limit_s, port, fn, arg);
+}
+
+int harness_run_raw_on(int n, int run_limit_s, int port, int (*fn)(int rank, int port, void *arg),
+                       void *arg)
+{
     pid_t pids[256];
     fflush(NULL);
     for (int i = 0; i < n; i++) {

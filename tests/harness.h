@@ -58,6 +58,9 @@ int harness_run(int n, const struct harness_opts *o, harness_body body, void *ar
 /* Fork n children running fn(rank, port, arg) (no tide_init): for tests
  * that need several ranks to do different things around init. */
 int harness_run_raw(int n, int run_limit_s, int (*fn)(int rank, int port, void *arg), void *arg);
+/* The same on a port of the caller's choosing. */
+int harness_run_raw_on(int n, int run_limit_s, int port, int (*fn)(int rank, int port, void *arg),
+                       void *arg);
 
 /* A body (arg: struct harness_kill): every rank starts a 64 MiB float
  * all-reduce and rank `victim` is killed pause_ms later.  Every other

@@ -214,7 +214,7 @@ static int rank_main(const struct job *j, int rank, int port)
     char err[512] = "";
     make_config(&cfg, j, rank, port);
     uint64_t t0 = tide__now_ns();
-    int rc = tide__bootstrap(&cfg, fds, err, sizeof err);
+    int rc = tide__bootstrap(&cfg, fds, NULL, err, sizeof err);
     double took = seconds_since(t0);
     double limit = j->max_elapsed_s > 0 ? j->max_elapsed_s : j->timeout_s + 1.0;
     if (rc != j->want_rc[rank]) {
@@ -352,7 +352,7 @@ static void test_size_one(void **state)
     char err[128];
     tide_config_default(&cfg);
     int before = count_open_fds();
-    assert_int_equal(tide__bootstrap(&cfg, fds, err, sizeof err), 0);
+    assert_int_equal(tide__bootstrap(&cfg, fds, NULL, err, sizeof err), 0);
     assert_int_equal(fds[0], -1);
     assert_int_equal(count_open_fds(), before);
 }
@@ -487,7 +487,7 @@ static void test_no_token_remote(void **state)
         cfg.bootstrap_timeout_s = 5;
         int before = count_open_fds();
         uint64_t t0 = tide__now_ns();
-        assert_int_equal(tide__bootstrap(&cfg, fds, err, sizeof err), TIDE_EINVAL);
+        assert_int_equal(tide__bootstrap(&cfg, fds, NULL, err, sizeof err), TIDE_EINVAL);
         assert_true(seconds_since(t0) < 1.0);
         assert_non_null(strstr(err, "not loopback"));
         assert_int_equal(fds[0], -1);
@@ -514,7 +514,7 @@ static void test_port_taken(void **state)
     cfg.master_port = ntohs(sa.sin_port);
     strcpy(cfg.job_token, "s3cret");
     cfg.bootstrap_timeout_s = 2;
-    assert_int_equal(tide__bootstrap(&cfg, fds, err, sizeof err), TIDE_EBOOTSTRAP);
+    assert_int_equal(tide__bootstrap(&cfg, fds, NULL, err, sizeof err), TIDE_EBOOTSTRAP);
     assert_non_null(strstr(err, "rank 0 cannot listen on 127.0.0.1:"));
     assert_non_null(strstr(err, "Address already in use"));
     assert_int_equal(fds[1], -1);
@@ -531,8 +531,9 @@ static void test_handshake_messages(void **state)
     uint8_t key[TIDE_HS_KEY_SIZE], other[TIDE_HS_KEY_SIZE], hello[TIDE_HS_HELLO_SIZE];
     uint8_t nonce[TIDE_HS_NONCE_SIZE], got[TIDE_HS_NONCE_SIZE];
     uint8_t chal[TIDE_HS_CHALLENGE_SIZE], proof[TIDE_HS_PROOF_SIZE];
-    struct tide__hello h = {.version = 1, .world = 4, .from_rank = 3, .to_rank = 1,
-                            .purpose = TIDE_HS_MESH}, back;
+    struct tide__hello h = {.version = TIDE_HS_VERSION, .world = 4, .from_rank = 3, .to_rank = 1,
+                            .purpose = TIDE_HS_MESH, .wire = tide__wire_word(TIDE_WIRE_MAC)},
+                       back;
     tide__hs_key_derive("tok", key);
     tide__hs_key_derive("", other);
     randombytes_buf(h.nonce, sizeof h.nonce);
@@ -557,7 +558,23 @@ static void test_handshake_messages(void **state)
     assert_int_equal(tide__hs_proof_check(key, hello, nonce, proof, sizeof proof), TIDE_EAUTH);
     proof[0] ^= 1;
     assert_int_equal(tide__hs_proof_check(key, hello, nonce, proof, sizeof proof), TIDE_EPROTO);
-    hello[8] = 2; /* version 2 */
+
+    /* Session keys: what one end sends with, the other receives with;
+     * the two directions differ, and so does the next connection's. */
+    uint8_t c_tx[TIDE_HS_KEY_SIZE], c_rx[TIDE_HS_KEY_SIZE], a_tx[TIDE_HS_KEY_SIZE],
+        a_rx[TIDE_HS_KEY_SIZE];
+    tide__hs_session_keys(key, hello, nonce, 1, c_tx, c_rx);
+    tide__hs_session_keys(key, hello, nonce, 0, a_tx, a_rx);
+    assert_memory_equal(c_tx, a_rx, sizeof c_tx);
+    assert_memory_equal(c_rx, a_tx, sizeof c_rx);
+    assert_memory_not_equal(c_tx, c_rx, sizeof c_rx);
+    nonce[0] ^= 1;
+    tide__hs_session_keys(key, hello, nonce, 1, a_tx, a_rx);
+    assert_memory_not_equal(c_tx, a_tx, sizeof a_tx);
+    tide__hs_session_keys(other, hello, nonce, 1, c_tx, c_rx);
+    assert_memory_not_equal(c_tx, a_tx, sizeof a_tx); /* and they need the token */
+
+    hello[8] = TIDE_HS_VERSION + 1;
     assert_int_equal(tide__hs_hello_decode(hello, sizeof hello, &back), TIDE_EPROTO);
 }
 

@@ -13,6 +13,12 @@
 #   tools/hosts_bench.sh [--rate 10gbit] [--per-host 2] [-b 64K] [-e 64M]
 #                        [-f 4] [-n 20] [--reps 5] [--algos "rabenseifner ring hier"]
 #
+# An entry of --algos may name the frames' protection after a colon
+# (TIDE_WIRE_AUTH; the default is auto, a MAC, since every run has a
+# token): --algos "ring:off ring:mac ring:encrypt" measures what
+# authenticating the data plane costs on a shaped link.  "default" lets
+# tide choose the algorithm.
+#
 # Runs every algorithm over every size, --reps rounds with the
 # algorithms interleaved (a shared machine drifts: a block of runs per
 # algorithm would compare moments, not algorithms), then prints the
@@ -73,13 +79,17 @@ port=29700
 # One run of tide-perf on every rank; rank 0's table in $out/$algo.$rep.txt.
 run() {
   local algo=$1 rep=$2 pids=() r
+  local name=${algo%%:*} wire=auto force=()
+  [[ $algo == *:* ]] && wire=${algo#*:}
+  [[ $name == default ]] || force=(-a "$name")
   port=$((port + 1))
   for ((r = 0; r < n; r++)); do
     local h=$((r / per_host))
     ip netns exec "${ns[h]}" env RANK=$r WORLD_SIZE=$n MASTER_ADDR=10.77.0.1 \
       MASTER_PORT=$port TIDE_JOB_TOKEN=hosts-bench-$port OMP_NUM_THREADS=1 \
-      "$build/tools/tide-perf" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w 3 \
-      -a "$algo" >"$out/$algo.rank$r.txt" 2>&1 &
+      TIDE_WIRE_AUTH="$wire" \
+      "$build/tools/tide-perf" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w 3 -c 1 \
+      "${force[@]}" >"$out/$algo.rank$r.txt" 2>&1 &
     pids+=($!)
   done
   local failed=0
@@ -98,7 +108,8 @@ for ((rep = 0; rep < reps; rep++)); do
   for a in $algos; do run "$a" "$rep"; done
 done
 
-# Summary: the median out-of-place time of each algorithm per size.
+# Summary: the median out-of-place time of each algorithm per size, and
+# each one's ratio to the first.
 python3 - "$out" "$reps" $algos <<'EOF'
 import sys, statistics
 out, reps, algos = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
@@ -109,10 +120,12 @@ for a in algos:
             f = line.split()
             if len(f) > 6 and f[0].isdigit():
                 times.setdefault(int(f[0]), {}).setdefault(a, []).append(float(f[5]))
-print("median us\nsize (B) " + "".join(f"{a:>20}" for a in algos) + "   hier / best flat")
+print("median us\nsize (B) " + "".join(f"{a:>20}" for a in algos) + "   hier / best flat"
+      + "".join(f"   {a} / {algos[0]}" for a in algos[1:]))
 for size in sorted(times):
     row = {a: statistics.median(v) for a, v in times[size].items()}
     flat = [row[a] for a in algos if a != "hier" and a in row]
     ratio = f"{row['hier'] / min(flat):.2f}" if "hier" in row and flat else "-"
-    print(f"{size:>9}" + "".join(f"{row.get(a, float('nan')):>20.1f}" for a in algos) + f"   {ratio}")
+    rel = "".join(f"{row[a] / row[algos[0]]:>{len(a) + len(algos[0]) + 6}.2f}" for a in algos[1:])
+    print(f"{size:>9}" + "".join(f"{row.get(a, float('nan')):>20.1f}" for a in algos) + f"   {ratio:>17}" + rel)
 EOF

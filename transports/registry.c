@@ -49,26 +49,30 @@ static const struct entry *find(const char *name)
 static int open_shm(struct tide__ctx *ctx, struct tide__transport **out)
 {
     int *fds = malloc((size_t)ctx->size * sizeof *fds);
+    struct tide__wire_keys *keys = malloc((size_t)ctx->size * sizeof *keys);
     uint8_t *route = malloc((size_t)ctx->size);
     char err[512] = "";
-    int rc = fds && route ? 0 : TIDE_ENOMEM;
+    int rc = fds && keys && route ? 0 : TIDE_ENOMEM;
     for (int p = 0; fds && p < ctx->size; p++)
         fds[p] = -1;
-    if (!rc && (rc = tide__bootstrap(&ctx->cfg, fds, err, sizeof err)))
+    if (!rc && (rc = tide__bootstrap(&ctx->cfg, fds, keys, err, sizeof err)))
         tide__log(TIDE_LOG_ERROR, ctx->rank, "tide_init: %s", err);
     struct tide__transport *parts[2] = {NULL, NULL};
     if (!rc)
         rc = tide__shm_create(ctx, fds, !strcmp(ctx->cfg.transport, "shm"), &parts[0]);
     for (int p = 0; !rc && p < ctx->size; p++)
         route[p] = p != ctx->rank && fds[p] < 0 ? 0 : 1; /* taken by shm, or TCP's */
-    if (!rc && (rc = tide__tcp_create(ctx, ctx->rank, ctx->size, fds, &parts[1])))
+    if (!rc && (rc = tide__tcp_create(ctx, ctx->rank, ctx->size, fds, keys, &parts[1])))
         parts[0]->ops->destroy(parts[0]);
     if (!rc)
         rc = tide__mux_create(ctx, parts, 2, route, out);
     for (int p = 0; rc && fds && p < ctx->size; p++)
         if (fds[p] >= 0)
             close(fds[p]);
+    if (keys)
+        sodium_memzero(keys, (size_t)ctx->size * sizeof *keys);
     free(fds);
+    free(keys);
     free(route);
     return rc;
 }

@@ -80,6 +80,7 @@ class Config(ctypes.Structure):
         ("reactor", c_int),
         ("transport", c_char * 16),
         ("progress_cpus", c_char * 128),
+        ("wire_auth", c_char * 16),
     ]
 
 

@@ -92,6 +92,8 @@ struct conn {
     uint8_t *io;            /* the message being sent or received */
     size_t io_len, io_done;
     uint8_t hello[TIDE_HS_HELLO_SIZE]; /* the raw HELLO both MACs cover */
+    uint32_t wire;          /* acceptor: the mode its HELLO asks for */
+    struct tide__wire_keys keys; /* the session keys, once authenticated */
     uint8_t nonce_a[TIDE_HS_NONCE_SIZE];
     uint8_t msg[TIDE_HS_CHALLENGE_SIZE]; /* fixed-size messages */
 };
@@ -101,6 +103,7 @@ struct boot {
     double limit_s;       /* the bootstrap deadline, for messages */
     uint64_t deadline_ns; /* absolute */
     uint8_t key[TIDE_HS_KEY_SIZE];
+    int wire;             /* enum tide__wire_mode */
     struct tide__addr master;
     char master_str[TIDE_ADDR_STRLEN];
     int listen_fd;                             /* ours; -1 until open */
@@ -349,6 +352,7 @@ static int on_connected(struct boot *b, struct conn *c)
         .from_rank = (uint32_t)b->rank,
         .to_rank = (uint32_t)c->peer,
         .purpose = c->purpose,
+        .wire = tide__wire_word(b->wire),
     };
     randombytes_buf(h.nonce, sizeof h.nonce);
     tide__hs_hello_encode(&h, c->hello);
@@ -369,6 +373,7 @@ static int on_challenge(struct boot *b, struct conn *c)
         return redial(b, c, "the peer does not speak the tide handshake");
     c->deadline_ns = 0;
     tide__hs_proof_make(b->key, c->hello, c->nonce_a, c->msg);
+    tide__hs_session_keys(b->key, c->hello, c->nonce_a, 1, c->keys.tx, c->keys.rx);
     size_t len = TIDE_HS_PROOF_SIZE;
     if (c->purpose == TIDE_HS_MASTER) {
         memcpy(c->msg + len, b->self_entry, TIDE_ADDR_WIRE_SIZE);
@@ -542,6 +547,7 @@ static int on_hello(struct boot *b, struct conn *c)
         return drop(b, c, "%s", problem);
     c->peer = (int)h.from_rank;
     c->purpose = h.purpose;
+    c->wire = h.wire;
     randombytes_buf(c->nonce_a, sizeof c->nonce_a);
     tide__hs_challenge_make(b->key, c->hello, c->nonce_a, c->msg);
     set_io(c, c->msg, TIDE_HS_CHALLENGE_SIZE, PH_SEND_CHALLENGE);
@@ -557,6 +563,15 @@ static int on_proof(struct boot *b, struct conn *c)
         return drop(b, c, "it sent a malformed PROOF");
     if (b->have[c->peer])
         return drop(b, c, "rank %d is already connected", c->peer);
+    /* Checked only now that the HELLO is proven ours: a stranger's HELLO
+     * must not be able to end the job. */
+    if (c->wire != tide__wire_word(b->wire))
+        return fail(b, TIDE_EINVAL,
+                    "rank %d protects its frames with TIDE_WIRE_AUTH=%s and we with TIDE_WIRE_AUTH=%s: "
+                    "every rank of a job must use the same",
+                    c->peer, tide__wire_word_name(c->wire),
+                    tide__wire_word_name(tide__wire_word(b->wire)));
+    tide__hs_session_keys(b->key, c->hello, c->nonce_a, 0, c->keys.tx, c->keys.rx);
     b->have[c->peer] = 1;
     c->authed = 1;
     if (b->rank == 0) {
@@ -855,6 +870,15 @@ static int check_config(struct boot *b, const tide_config *cfg)
     if (sodium_init() < 0)
         return fail(b, TIDE_EBOOTSTRAP, "libsodium failed to initialise");
     tide__hs_key_derive(cfg->job_token, b->key);
+    b->wire = tide__wire_mode_parse(cfg->wire_auth, cfg->job_token[0] != '\0');
+    if (b->wire < 0)
+        return fail(b, TIDE_EINVAL, "TIDE_WIRE_AUTH=\"%s\": expected auto, off, mac or encrypt",
+                    cfg->wire_auth);
+    if (b->wire != TIDE_WIRE_OFF && cfg->job_token[0] == '\0')
+        return fail(b, TIDE_EINVAL,
+                    "TIDE_WIRE_AUTH=%s needs a job token (TIDE_JOB_TOKEN): without one the "
+                    "frames' keys would be public",
+                    cfg->wire_auth);
     return 0;
 }
 
@@ -887,7 +911,7 @@ static int start(struct boot *b)
 }
 
 /* Success: hand every connection over in its final form. */
-static int hand_over(struct boot *b, int *fds)
+static int hand_over(struct boot *b, int *fds, struct tide__wire_keys *keys)
 {
     for (int k = 0; k < b->nconns; k++) {
         struct conn *c = &b->conns[k];
@@ -904,6 +928,8 @@ static int hand_over(struct boot *b, int *fds)
             continue;
         fds[c->peer] = c->fd;
         c->fd = -1; /* now the caller's */
+        if (keys)
+            keys[c->peer] = c->keys;
     }
     tide__log(TIDE_LOG_DEBUG, b->rank, "bootstrap complete: %d peers", b->world - 1);
     return 0;
@@ -924,7 +950,8 @@ static void cleanup(struct boot *b)
     free(b->have);
 }
 
-int tide__bootstrap(const tide_config *cfg, int *fds, char *err, size_t errlen)
+int tide__bootstrap(const tide_config *cfg, int *fds, struct tide__wire_keys *keys, char *err,
+                    size_t errlen)
 {
     struct boot b;
     memset(&b, 0, sizeof b);
@@ -953,7 +980,7 @@ int tide__bootstrap(const tide_config *cfg, int *fds, char *err, size_t errlen)
     if (!rc)
         rc = run(&b);
     if (!rc)
-        rc = hand_over(&b, fds);
+        rc = hand_over(&b, fds, keys);
     cleanup(&b);
     return rc;
 }

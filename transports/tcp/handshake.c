@@ -27,7 +27,8 @@ void tide__hs_hello_encode(const struct tide__hello *h, uint8_t out[TIDE_HS_HELL
     tide__put32(out + 16, h->from_rank);
     tide__put32(out + 20, h->to_rank);
     tide__put32(out + 24, h->purpose);
-    memcpy(out + 28, h->nonce, TIDE_HS_NONCE_SIZE);
+    tide__put32(out + 28, h->wire);
+    memcpy(out + 32, h->nonce, TIDE_HS_NONCE_SIZE);
 }
 
 int tide__hs_hello_decode(const uint8_t *in, size_t len, struct tide__hello *out)
@@ -39,7 +40,8 @@ int tide__hs_hello_decode(const uint8_t *in, size_t len, struct tide__hello *out
     out->from_rank = tide__get32(in + 16);
     out->to_rank = tide__get32(in + 20);
     out->purpose = tide__get32(in + 24);
-    memcpy(out->nonce, in + 28, TIDE_HS_NONCE_SIZE);
+    out->wire = tide__get32(in + 28);
+    memcpy(out->nonce, in + 32, TIDE_HS_NONCE_SIZE);
     if (out->version != TIDE_HS_VERSION)
         return TIDE_EPROTO;
     return 0;
@@ -64,15 +66,15 @@ const char *tide__hs_hello_problem(const struct tide__hello *h, int world, int r
     return NULL;
 }
 
-/* mac = HMAC-SHA256(key, role || hello || nonce_a), role being 'A' or 'C'. */
-static void compute_mac(const uint8_t key[TIDE_HS_KEY_SIZE], char role,
+/* mac = HMAC-SHA256(key, role || hello || nonce_a), role being "A" or
+ * "C" (the proofs) or "Sc", "Sa" (the session keys). */
+static void compute_mac(const uint8_t key[TIDE_HS_KEY_SIZE], const char *role,
                         const uint8_t hello[TIDE_HS_HELLO_SIZE],
                         const uint8_t nonce_a[TIDE_HS_NONCE_SIZE], uint8_t mac[TIDE_HS_MAC_SIZE])
 {
     crypto_auth_hmacsha256_state st;
-    const unsigned char r = (unsigned char)role;
     crypto_auth_hmacsha256_init(&st, key, TIDE_HS_KEY_SIZE);
-    crypto_auth_hmacsha256_update(&st, &r, 1);
+    crypto_auth_hmacsha256_update(&st, (const unsigned char *)role, strlen(role));
     crypto_auth_hmacsha256_update(&st, hello, TIDE_HS_HELLO_SIZE);
     crypto_auth_hmacsha256_update(&st, nonce_a, TIDE_HS_NONCE_SIZE);
     crypto_auth_hmacsha256_final(&st, mac);
@@ -80,7 +82,7 @@ static void compute_mac(const uint8_t key[TIDE_HS_KEY_SIZE], char role,
 }
 
 /* 0 if mac matches the one we compute, TIDE_EAUTH otherwise. */
-static int verify_mac(const uint8_t key[TIDE_HS_KEY_SIZE], char role,
+static int verify_mac(const uint8_t key[TIDE_HS_KEY_SIZE], const char *role,
                       const uint8_t hello[TIDE_HS_HELLO_SIZE],
                       const uint8_t nonce_a[TIDE_HS_NONCE_SIZE], const uint8_t *mac)
 {
@@ -98,7 +100,7 @@ void tide__hs_challenge_make(const uint8_t key[TIDE_HS_KEY_SIZE],
 {
     memcpy(out, magic_challenge, 8);
     memcpy(out + 8, nonce_a, TIDE_HS_NONCE_SIZE);
-    compute_mac(key, 'A', hello, nonce_a, out + 8 + TIDE_HS_NONCE_SIZE);
+    compute_mac(key, "A", hello, nonce_a, out + 8 + TIDE_HS_NONCE_SIZE);
 }
 
 int tide__hs_challenge_check(const uint8_t key[TIDE_HS_KEY_SIZE],
@@ -107,7 +109,7 @@ int tide__hs_challenge_check(const uint8_t key[TIDE_HS_KEY_SIZE],
 {
     if (len != TIDE_HS_CHALLENGE_SIZE || memcmp(in, magic_challenge, 8) != 0)
         return TIDE_EPROTO;
-    int rc = verify_mac(key, 'A', hello, in + 8, in + 8 + TIDE_HS_NONCE_SIZE);
+    int rc = verify_mac(key, "A", hello, in + 8, in + 8 + TIDE_HS_NONCE_SIZE);
     if (rc)
         return rc;
     memcpy(nonce_a, in + 8, TIDE_HS_NONCE_SIZE);
@@ -120,7 +122,7 @@ void tide__hs_proof_make(const uint8_t key[TIDE_HS_KEY_SIZE],
                          uint8_t out[TIDE_HS_PROOF_SIZE])
 {
     memcpy(out, magic_proof, 8);
-    compute_mac(key, 'C', hello, nonce_a, out + 8);
+    compute_mac(key, "C", hello, nonce_a, out + 8);
 }
 
 int tide__hs_proof_check(const uint8_t key[TIDE_HS_KEY_SIZE],
@@ -130,5 +132,14 @@ int tide__hs_proof_check(const uint8_t key[TIDE_HS_KEY_SIZE],
 {
     if (len != TIDE_HS_PROOF_SIZE || memcmp(in, magic_proof, 8) != 0)
         return TIDE_EPROTO;
-    return verify_mac(key, 'C', hello, nonce_a, in + 8);
+    return verify_mac(key, "C", hello, nonce_a, in + 8);
+}
+
+void tide__hs_session_keys(const uint8_t key[TIDE_HS_KEY_SIZE],
+                           const uint8_t hello[TIDE_HS_HELLO_SIZE],
+                           const uint8_t nonce_a[TIDE_HS_NONCE_SIZE], int connector,
+                           uint8_t tx[TIDE_HS_KEY_SIZE], uint8_t rx[TIDE_HS_KEY_SIZE])
+{
+    compute_mac(key, connector ? "Sc" : "Sa", hello, nonce_a, tx);
+    compute_mac(key, connector ? "Sa" : "Sc", hello, nonce_a, rx);
 }

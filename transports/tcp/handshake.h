@@ -5,20 +5,28 @@
  * Both ends derive key = SHA-256(job token) (an empty token is allowed and
  * gives a fixed, public key: loopback only).  The connector opens:
  *
- *   connector -> acceptor  HELLO      60 bytes
- *     "TIDEHELO" | version | world | from_rank | to_rank | purpose | nonce_c[32]
- *     (the five u32 fields little-endian)
+ *   connector -> acceptor  HELLO      64 bytes
+ *     "TIDEHELO" | version | world | from_rank | to_rank | purpose | wire
+ *     | nonce_c[32]   (the six u32 fields little-endian)
  *   acceptor -> connector  CHALLENGE  72 bytes
  *     "TIDECHAL" | nonce_a[32] | mac_a[32]
- *     mac_a = HMAC-SHA256(key, "A" || HELLO(60 bytes) || nonce_a)
+ *     mac_a = HMAC-SHA256(key, "A" || HELLO(64 bytes) || nonce_a)
  *   connector -> acceptor  PROOF      40 bytes
  *     "TIDEPROF" | mac_c[32]
- *     mac_c = HMAC-SHA256(key, "C" || HELLO(60 bytes) || nonce_a)
+ *     mac_c = HMAC-SHA256(key, "C" || HELLO(64 bytes) || nonce_a)
  *
  * The acceptor proves itself first (mac_a covers the connector's fresh
  * nonce_c, inside HELLO), then the connector (mac_c covers the acceptor's
  * fresh nonce_a).  The "A"/"C" prefixes keep one side's MAC from being
  * replayed as the other's.  MACs are compared in constant time.
+ *
+ * `wire` is how the frames that follow are protected (wire_auth.h); the
+ * acceptor refuses a HELLO whose mode is not its own, and since both MACs
+ * cover the HELLO nobody in between can talk the ends down to "off".
+ * The session keys of the connection, one per direction:
+ *     key_c = HMAC-SHA256(key, "S" "c" || HELLO || nonce_a)  connector -> acceptor
+ *     key_a = HMAC-SHA256(key, "S" "a" || HELLO || nonce_a)  acceptor -> connector
+ * fresh on every connection, since both nonces are.
  */
 #ifndef TIDE_HANDSHAKE_H
 #define TIDE_HANDSHAKE_H
@@ -26,11 +34,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TIDE_HS_VERSION 1
+#define TIDE_HS_VERSION 2
 #define TIDE_HS_KEY_SIZE 32
 #define TIDE_HS_NONCE_SIZE 32
 #define TIDE_HS_MAC_SIZE 32
-#define TIDE_HS_HELLO_SIZE 60
+#define TIDE_HS_HELLO_SIZE 64
 #define TIDE_HS_CHALLENGE_SIZE 72
 #define TIDE_HS_PROOF_SIZE 40
 
@@ -46,6 +54,7 @@ struct tide__hello {
     uint32_t from_rank;
     uint32_t to_rank;
     uint32_t purpose; /* enum tide__hs_purpose */
+    uint32_t wire;    /* enum tide__wire_mode of the connector */
     uint8_t nonce[TIDE_HS_NONCE_SIZE]; /* nonce_c, from randombytes_buf */
 };
 
@@ -90,5 +99,12 @@ int tide__hs_proof_check(const uint8_t key[TIDE_HS_KEY_SIZE],
                          const uint8_t hello[TIDE_HS_HELLO_SIZE],
                          const uint8_t nonce_a[TIDE_HS_NONCE_SIZE], const uint8_t *in,
                          size_t len);
+
+/* Both ends, once the PROOF checked out: the session keys (above).
+ * connector: whether we dialed. */
+void tide__hs_session_keys(const uint8_t key[TIDE_HS_KEY_SIZE],
+                           const uint8_t hello[TIDE_HS_HELLO_SIZE],
+                           const uint8_t nonce_a[TIDE_HS_NONCE_SIZE], int connector,
+                           uint8_t tx[TIDE_HS_KEY_SIZE], uint8_t rx[TIDE_HS_KEY_SIZE]);
 
 #endif

@@ -160,6 +160,9 @@ static void destroy(struct tide__transport *base)
             close(c->fd);
         tide__rx_free(&c->rx);
         free(c->stage);
+        tcp_send_free(c);
+        tide__wire_dir_clear(&c->tx_auth);
+        tide__wire_dir_clear(&c->rx_auth);
     }
     free(tp->conns);
     free(tp);
@@ -184,7 +187,7 @@ static const struct tide__transport_ops tcp_ops = {
     .destroy = destroy,
 };
 
-static int init_conn(struct tide__tcp *tp, int p, int fd)
+static int init_conn(struct tide__tcp *tp, int p, int fd, const struct tide__wire_keys *keys)
 {
     struct tcp_conn *c = &tp->conns[p];
     c->tp = tp;
@@ -194,12 +197,24 @@ static int init_conn(struct tide__tcp *tp, int p, int fd)
     c->rx_uop.complete = tcp_recv_complete;
     if (fd < 0)
         return 0;
+    if (tp->wire != TIDE_WIRE_OFF) {
+        tide__wire_dir_init(&c->tx_auth, tide__wire_word(tp->wire), keys[p].tx);
+        tide__wire_dir_init(&c->rx_auth, tide__wire_word(tp->wire), keys[p].rx);
+    }
     c->stage = malloc(TCP_STAGE_BYTES);
     return c->stage ? 0 : TIDE_ENOMEM;
 }
 
+/* How this job's frames are protected: as the bootstrap agreed, which
+ * handed us keys unless the mode is off. */
+static int wire_mode(const struct tide__ctx *ctx, const struct tide__wire_keys *keys)
+{
+    int mode = tide__wire_mode_parse(ctx->cfg.wire_auth, ctx->cfg.job_token[0] != '\0');
+    return keys && mode > 0 ? mode : TIDE_WIRE_OFF;
+}
+
 int tide__tcp_create(struct tide__ctx *ctx, int rank, int size, int *fds,
-                     struct tide__transport **out)
+                     const struct tide__wire_keys *keys, struct tide__transport **out)
 {
     struct tide__tcp *tp = calloc(1, sizeof *tp);
     struct tcp_conn *conns = calloc((size_t)size, sizeof *conns);
@@ -212,12 +227,14 @@ int tide__tcp_create(struct tide__ctx *ctx, int rank, int size, int *fds,
         tp->conns = conns;
         tp->pool.limit = DEFAULT_UX_LIMIT;
         tp->cancel_uop.complete = cancel_done;
+        tp->wire = wire_mode(ctx, keys);
+        tp->hdr_size = TIDE_FRAME_HDR_SIZE + (tp->wire ? TIDE_WIRE_TAG_SIZE : 0);
     }
     for (int p = 0; conns && p < size; p++)
         conns[p].fd = -1; /* so a failed setup closes only what it owns */
     for (int p = 0; p < size; p++) {
         if (!rc)
-            rc = init_conn(tp, p, fds[p]);
+            rc = init_conn(tp, p, fds[p], keys);
         else if (fds[p] >= 0)
             close(fds[p]);
         fds[p] = -1;
@@ -231,12 +248,23 @@ int tide__tcp_create(struct tide__ctx *ctx, int rank, int size, int *fds,
         }
         return rc;
     }
+    bool sockets = false;
+    for (int p = 0; p < size; p++)
+        sockets |= conns[p].fd >= 0;
+    if (sockets)
+        tide__log(TIDE_LOG_INFO, rank, "frames on TCP connections: TIDE_WIRE_AUTH=%s",
+                  tide__wire_word_name(tide__wire_word(tp->wire)));
     *out = &tp->base;
     return 0;
 }
 
 int tide__tcp_check(const tide_config *cfg, char *why, size_t len)
 {
+    if (tide__wire_mode_parse(cfg->wire_auth, true) < 0) {
+        snprintf(why, len, "TIDE_WIRE_AUTH \"%s\" is unknown (known: auto, off, mac, encrypt)",
+                 cfg->wire_auth);
+        return TIDE_EINVAL;
+    }
     return tide__tcp_congestion_check(cfg->tcp_congestion, why, len);
 }
 
@@ -244,18 +272,22 @@ int tide__tcp_check(const tide_config *cfg, char *why, size_t len)
 int tide__tcp_open(struct tide__ctx *ctx, struct tide__transport **out)
 {
     int *fds = malloc((size_t)ctx->size * sizeof *fds);
-    if (!fds)
+    struct tide__wire_keys *keys = malloc((size_t)ctx->size * sizeof *keys);
+    if (!fds || !keys) {
+        free(fds);
+        free(keys);
         return TIDE_ENOMEM;
+    }
     for (int p = 0; p < ctx->size; p++)
         fds[p] = -1;
     char err[512] = "";
-    int rc = tide__bootstrap(&ctx->cfg, fds, err, sizeof err);
-    if (rc) {
+    int rc = tide__bootstrap(&ctx->cfg, fds, keys, err, sizeof err);
+    if (rc)
         tide__log(TIDE_LOG_ERROR, ctx->rank, "tide_init: %s", err);
-        free(fds);
-        return rc;
-    }
-    rc = tide__tcp_create(ctx, ctx->rank, ctx->size, fds, out);
+    else
+        rc = tide__tcp_create(ctx, ctx->rank, ctx->size, fds, keys, out);
+    sodium_memzero(keys, (size_t)ctx->size * sizeof *keys);
     free(fds);
+    free(keys);
     return rc;
 }

@@ -3,6 +3,7 @@
 #ifndef TIDE_TCP_H
 #define TIDE_TCP_H
 
+#include "transports/tcp/wire_auth.h"
 #include "transports/transport.h"
 
 /* The registry's entry (registry.c): check cfg's TCP settings (0 or
@@ -12,8 +13,10 @@ int tide__tcp_check(const tide_config *cfg, char *why, size_t len);
 int tide__tcp_open(struct tide__ctx *ctx, struct tide__transport **out);
 
 /* Wrap the bootstrapped sockets (fds[p] to rank p; fds[rank] == -1) in a
- * transport.  Takes ownership of the fds, even on failure. */
+ * transport, protecting frames with keys[p] (bootstrap.h) as
+ * ctx->cfg.wire_auth says (keys NULL: not at all).  Takes ownership of
+ * the fds, even on failure. */
 int tide__tcp_create(struct tide__ctx *ctx, int rank, int size, int *fds,
-                     struct tide__transport **out);
+                     const struct tide__wire_keys *keys, struct tide__transport **out);
 
 #endif

@@ -14,7 +14,13 @@
  *
  * Sending: queued messages go out in batches, one sendmsg with an iovec
  * per header and per payload, straight from the user's buffers; small
- * batches by a direct non-blocking call, the rest through the ring. */
+ * batches by a direct non-blocking call, the rest through the ring.
+ *
+ * With an authenticated data plane (wire_auth.h) each header is followed
+ * by its tag and each payload by its own; the sender seals a batch as it
+ * fills it (encrypting payloads into buffers of its own), the receiver
+ * checks a header's tag before believing it and a payload's before
+ * completing what it was for. */
 #ifndef TIDE_TCP_CONN_H
 #define TIDE_TCP_CONN_H
 
@@ -24,12 +30,18 @@
 
 #include "engine/context.h"
 #include "transports/rx.h"
+#include "transports/tcp/wire_auth.h"
 
 #define TCP_TX_BATCH 32               /* messages per sendmsg */
 #define TCP_STAGE_BYTES (16 * 1024)   /* staging buffer per connection */
 #define TCP_DIRECT_MIN (4 * 1024)     /* payload rest received in place */
 #define TCP_MAX_SUBMIT (1u << 30)     /* io_uring results are ints */
 #define TCP_SEND_NOW_MAX (64 * 1024)  /* batches sent without the ring */
+/* With MACs a batch stops growing past this many payload bytes: a batch
+ * is sealed whole before it is sent, and the wire should not wait for
+ * thirty-two sealed chunks. */
+#define TCP_SEAL_BATCH_BYTES (256 * 1024)
+#define TCP_HDR_MAX (TIDE_FRAME_HDR_SIZE + TIDE_WIRE_TAG_SIZE)
 
 struct tide__tcp;
 
@@ -45,10 +57,12 @@ struct tcp_conn {
     tide__msg *tx[TCP_TX_BATCH];           /* in the kernel, in stream order */
     size_t tx_end[TCP_TX_BATCH];           /* stream offset where each ends */
     unsigned ntx, tx_next;                 /* batch size; next to complete */
-    uint8_t tx_hdr[TCP_TX_BATCH][TIDE_FRAME_HDR_SIZE];
-    struct iovec tx_iov[2 * TCP_TX_BATCH]; /* what is left to send */
+    uint8_t tx_hdr[TCP_TX_BATCH][TCP_HDR_MAX];      /* header, then its tag */
+    uint8_t tx_tag[TCP_TX_BATCH][TIDE_WIRE_TAG_SIZE]; /* payload tags */
+    uint8_t *tx_secret[TCP_TX_BATCH];      /* encrypted payloads, ours to free */
+    struct iovec tx_iov[3 * TCP_TX_BATCH]; /* what is left to send */
     unsigned tx_iov_first, tx_iov_n;
-    struct iovec tx_sub[2 * TCP_TX_BATCH]; /* the part given to the kernel */
+    struct iovec tx_sub[3 * TCP_TX_BATCH]; /* the part given to the kernel */
     struct msghdr tx_mh;
     size_t tx_sent, tx_total;
     bool tx_busy;
@@ -63,7 +77,11 @@ struct tcp_conn {
     bool rx_busy;                 /* a kernel receive is armed */
     bool rx_idle;                 /* bytes wanted (stage or rx_dst); none armed */
     bool parked;                  /* frame waits for room in the pool */
+    bool rx_tag_due;              /* the payload is in; its tag is not */
     struct tide__uop rx_uop;
+
+    /* wire_auth.h, when tp->wire is not TIDE_WIRE_OFF */
+    struct tide__wire_dir tx_auth, rx_auth;
 };
 
 struct tide__tcp {
@@ -74,6 +92,8 @@ struct tide__tcp {
     struct tide__rx_pool pool; /* payload bytes held as unexpected */
     unsigned nparked;         /* connections waiting for pool room */
     bool aborting;            /* abort/finalize: losses are expected */
+    int wire;                 /* enum tide__wire_mode, on every connection */
+    size_t hdr_size;          /* a header on the wire, with its tag if any */
     struct tide__uop cancel_uop;
 };
 
@@ -86,6 +106,8 @@ void tcp_send_complete(struct tide__uop *uop, int res);
 void tcp_send_post(struct tcp_conn *c, tide__msg *m);
 int tcp_send_withdraw(struct tcp_conn *c, tide__msg *m, bool stalled);
 void tcp_send_fail_all(struct tcp_conn *c);
+/* Teardown: free what the batch in flight holds. */
+void tcp_send_free(struct tcp_conn *c);
 
 /* tcp_recv.c */
 void tcp_recv_complete(struct tide__uop *uop, int res);

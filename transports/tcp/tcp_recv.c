@@ -95,6 +95,64 @@ static void frame_done(struct tcp_conn *c)
         tcp_unexpected_freed(c->tp);
 }
 
+/* A tag did not check out: the peer is given up, and the frame in
+ * flight fails here and now (no kernel receive is armed to come back
+ * and end it: we are parsing what one brought). */
+static void auth_failed(struct tcp_conn *c, const char *what)
+{
+    tcp_conn_lost(c, "authentication failed: a %s from rank %d does not carry its MAC (altered "
+                     "on the way, or not sent by rank %d)",
+                  what, c->peer, c->peer);
+    tide__rx_lost(&c->rx, &c->tp->pool, c->tp->base.ctx);
+}
+
+/* The current frame's payload is in: check its tag where it has one,
+ * decrypt it, and complete what it was for.  Returns false when its tag
+ * has yet to arrive, or failed (the connection is then lost: nothing
+ * the frame was for completes with its bytes). */
+static bool frame_end(struct tcp_conn *c)
+{
+    if (c->rx_tag_due) {
+        if (c->stage_len - c->stage_pos < TIDE_WIRE_TAG_SIZE)
+            return false;
+        /* A payload that went nowhere reaches nobody: not checked
+         * (wire_auth.h).  One that is all in its destination is, before
+         * anything completes with it. */
+        size_t len = (size_t)c->rx.hdr.len;
+        bool decrypt = c->tp->wire == TIDE_WIRE_ENCRYPT;
+        int bad = c->rx.dst ? tide__wire_open_payload(&c->rx_auth, c->rx.dst - len, len, decrypt,
+                                                      c->stage + c->stage_pos)
+                            : 0;
+        c->stage_pos += TIDE_WIRE_TAG_SIZE;
+        c->rx_tag_due = false;
+        if (bad) {
+            auth_failed(c, "payload");
+            return false;
+        }
+    }
+    frame_done(c);
+    return true;
+}
+
+/* A whole header (and its tag) is at the stage's front: check and parse
+ * it.  False when the connection was lost over it. */
+static bool read_header(struct tcp_conn *c)
+{
+    const uint8_t *h = c->stage + c->stage_pos;
+    if (c->tp->wire != TIDE_WIRE_OFF &&
+        tide__wire_open_header(&c->rx_auth, h, TIDE_FRAME_HDR_SIZE, h + TIDE_FRAME_HDR_SIZE)) {
+        auth_failed(c, "frame header");
+        return false;
+    }
+    if (tide__frame_decode(h, &c->rx.hdr) < 0) {
+        tcp_conn_lost(c, "protocol error: rank %d sent a corrupt frame header", c->peer);
+        return false;
+    }
+    c->stage_pos += c->tp->hdr_size;
+    c->rx_tag_due = c->tp->wire != TIDE_WIRE_OFF && c->rx.hdr.len > 0;
+    return true;
+}
+
 /* Consume what the stage holds; post the next kernel receive. */
 static void parse(struct tcp_conn *c)
 {
@@ -108,24 +166,20 @@ static void parse(struct tcp_conn *c)
             }
             c->stage_pos += take;
             c->rx.left -= take;
-            if (c->rx.left == 0) {
-                frame_done(c);
+            if (c->rx.left == 0 && frame_end(c))
                 continue;
-            }
-            want_bytes(c);
+            if (!c->lost)
+                want_bytes(c);
             return;
         }
         if (c->parked)
             return;
-        if (c->stage_len - c->stage_pos < TIDE_FRAME_HDR_SIZE) {
+        if (c->stage_len - c->stage_pos < c->tp->hdr_size) {
             want_bytes(c);
             return;
         }
-        if (tide__frame_decode(c->stage + c->stage_pos, &c->rx.hdr) < 0) {
-            tcp_conn_lost(c, "protocol error: rank %d sent a corrupt frame header", c->peer);
+        if (!read_header(c))
             return;
-        }
-        c->stage_pos += TIDE_FRAME_HDR_SIZE;
         if (!route(c)) {
             c->parked = true;
             c->tp->nparked++;
@@ -166,9 +220,7 @@ static void received(struct tcp_conn *c, bool direct, int res)
         c->rx.dst += res;
         c->rx.left -= (size_t)res;
         if (c->rx_cancelled)
-            finish_cancel(c);
-        if (c->rx.left == 0)
-            frame_done(c);
+            finish_cancel(c); /* parse() ends the frame once its tag is in */
     } else {
         c->stage_len += (size_t)res;
     }

@@ -3,6 +3,7 @@
 #include "transports/tcp/tcp_conn.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -40,23 +41,66 @@ static void add_iov(struct tcp_conn *c, void *base, size_t len)
     c->tx_iov_n++;
 }
 
+/* The payload of slot i as it goes on the wire, with its tag: sealed
+ * (wire_auth.h) right after its header, so frames keep stream order;
+ * encrypted into tx_secret[i] where that was allocated. */
+static const void *seal_payload(struct tcp_conn *c, unsigned i, const tide__msg *m)
+{
+    if (c->tp->wire == TIDE_WIRE_OFF || !m->len)
+        return m->buf;
+    tide__wire_seal_payload(&c->tx_auth, m->buf, m->len, c->tx_secret[i], c->tx_tag[i]);
+    return c->tx_secret[i] ? c->tx_secret[i] : m->buf;
+}
+
+/* A buffer for m's encrypted payload, or NULL. */
+static uint8_t *secret_for(const tide__msg *m)
+{
+    return m->len > TIDE_WIRE_SECRET_MAX ? NULL : malloc(m->len);
+}
+
 /* Take up to a batch of queued messages off the queue. */
 static void fill_batch(struct tcp_conn *c)
 {
+    int wire = c->tp->wire;
+    size_t hsize = c->tp->hdr_size, sealed = 0;
     c->ntx = c->tx_next = 0;
     c->tx_iov_first = c->tx_iov_n = 0;
     c->tx_sent = c->tx_total = 0;
-    while (c->sq.head && c->ntx < TCP_TX_BATCH) {
+    while (c->sq.head && c->ntx < TCP_TX_BATCH && sealed < TCP_SEAL_BATCH_BYTES) {
         tide__msg *m = tide__msgq_pop(&c->sq);
-        unsigned i = c->ntx++;
+        unsigned i = c->ntx;
+        if (wire == TIDE_WIRE_ENCRYPT && m->len && !(c->tx_secret[i] = secret_for(m))) {
+            /* No frame of it began: the stream stays whole. */
+            tide__msg_done(c->tp->base.ctx, m, m->len > TIDE_WIRE_SECRET_MAX ? TIDE_EINVAL
+                                                                             : TIDE_ENOMEM);
+            continue;
+        }
         m->hdr.len = m->len;
         tide__frame_encode(&m->hdr, c->tx_hdr[i]);
-        add_iov(c, c->tx_hdr[i], TIDE_FRAME_HDR_SIZE);
-        add_iov(c, m->buf, m->len);
-        c->tx_total += TIDE_FRAME_HDR_SIZE + m->len;
+        if (wire != TIDE_WIRE_OFF) {
+            tide__wire_seal_header(&c->tx_auth, c->tx_hdr[i], TIDE_FRAME_HDR_SIZE,
+                                   c->tx_hdr[i] + TIDE_FRAME_HDR_SIZE);
+            sealed += m->len;
+        }
+        add_iov(c, c->tx_hdr[i], hsize);
+        add_iov(c, (void *)seal_payload(c, i, m), m->len);
+        c->tx_total += hsize + m->len;
+        if (wire != TIDE_WIRE_OFF && m->len) {
+            add_iov(c, c->tx_tag[i], TIDE_WIRE_TAG_SIZE);
+            c->tx_total += TIDE_WIRE_TAG_SIZE;
+        }
         c->tx_end[i] = c->tx_total;
         c->tx[i] = m;
+        c->ntx++;
     }
+}
+
+/* Slot i's message has left (or failed): its encrypted copy goes. */
+static void slot_done(struct tcp_conn *c, unsigned i, int status)
+{
+    free(c->tx_secret[i]);
+    c->tx_secret[i] = NULL;
+    tide__msg_done(c->tp->base.ctx, c->tx[i], status);
 }
 
 /* Drop n sent bytes from the front of the iovec list. */
@@ -80,7 +124,7 @@ static void sent(struct tcp_conn *c, size_t n)
     c->tx_sent += n;
     advance(c, n);
     while (c->tx_next < c->ntx && c->tx_end[c->tx_next] <= c->tx_sent)
-        tide__msg_done(c->tp->base.ctx, c->tx[c->tx_next++], 0);
+        slot_done(c, c->tx_next++, 0);
 }
 
 /* A small batch goes out at once with a non-blocking sendmsg from the
@@ -109,6 +153,8 @@ static void start_batch(struct tcp_conn *c)
 {
     while (!c->tx_busy && c->sq.head && !c->lost) {
         fill_batch(c);
+        if (!c->ntx)
+            continue; /* every message of it failed before its frame began */
         if (!send_now(c)) {
             submit(c);
             return;
@@ -119,9 +165,8 @@ static void start_batch(struct tcp_conn *c)
 
 static void fail_batch(struct tcp_conn *c)
 {
-    struct tide__ctx *ctx = c->tp->base.ctx;
     for (; c->tx_next < c->ntx; c->tx_next++)
-        tide__msg_done(ctx, c->tx[c->tx_next], TIDE_EPEER);
+        slot_done(c, c->tx_next, TIDE_EPEER);
     c->ntx = c->tx_next = 0;
 }
 
@@ -186,4 +231,12 @@ void tcp_send_fail_all(struct tcp_conn *c)
         tide__msg_done(ctx, m, TIDE_EPEER);
     if (!c->tx_busy)
         fail_batch(c);
+}
+
+void tcp_send_free(struct tcp_conn *c)
+{
+    for (unsigned i = 0; i < TCP_TX_BATCH; i++) {
+        free(c->tx_secret[i]);
+        c->tx_secret[i] = NULL;
+    }
 }

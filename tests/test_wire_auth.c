@@ -1,0 +1,394 @@
+/* test_wire_auth.c - the authenticated data plane (issue 33; wire_auth.h).
+ *
+ * Before it, nothing after the handshake was authenticated: a relay on
+ * loopback rewrote frames and rank 0 got 20 of 20 all-reduces wrong with
+ * rc 0.  Here: the seal and open functions on both AEADs (tampered
+ * headers, payloads and tags, a skipped frame, another key); collectives
+ * and messages of every shape over TCP with MACs and with encryption; a
+ * relay that flips one byte of rank 1's stream, which rank 0 must report
+ * as an authentication failure and never as a result; ranks that
+ * disagree on the mode; a MAC without a token. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "transports/tcp/wire_auth.h"
+
+/* ---- seal and open, no sockets ---- */
+
+static const uint8_t key_a[TIDE_WIRE_KEY_SIZE] = {1, 2, 3};
+static const uint8_t key_b[TIDE_WIRE_KEY_SIZE] = {1, 2, 4};
+
+/* A sender and a receiver of one direction. */
+static void pair(uint32_t word, struct tide__wire_dir *tx, struct tide__wire_dir *rx,
+                 const uint8_t *rx_key)
+{
+    tide__wire_dir_init(tx, word, key_a);
+    tide__wire_dir_init(rx, word, rx_key);
+}
+
+static void one_aead(int aead)
+{
+    uint32_t word = TIDE_WIRE_MAC | (uint32_t)aead << 8;
+    struct tide__wire_dir tx, rx;
+    uint8_t hdr[48], payload[3000], htag[16], ptag[16];
+    for (size_t i = 0; i < sizeof payload; i++)
+        payload[i] = (uint8_t)(i * 31 + 7);
+    memset(hdr, 0x5a, sizeof hdr);
+
+    /* Two good frames, the second with an empty payload, then a third. */
+    pair(word, &tx, &rx, key_a);
+    for (int f = 0; f < 3; f++) {
+        size_t len = f == 1 ? 0 : sizeof payload;
+        hdr[0] = (uint8_t)f;
+        tide__wire_seal_header(&tx, hdr, sizeof hdr, htag);
+        if (len)
+            tide__wire_seal_payload(&tx, payload, len, NULL, ptag);
+        assert_int_equal(tide__wire_open_header(&rx, hdr, sizeof hdr, htag), 0);
+        if (len)
+            assert_int_equal(tide__wire_open_payload(&rx, payload, len, false, ptag), 0);
+    }
+
+    /* One bit anywhere: header, payload, either tag. */
+    for (int where = 0; where < 4; where++) {
+        pair(word, &tx, &rx, key_a);
+        tide__wire_seal_header(&tx, hdr, sizeof hdr, htag);
+        tide__wire_seal_payload(&tx, payload, sizeof payload, NULL, ptag);
+        uint8_t *bit = where == 0 ? &hdr[40] : where == 1 ? &payload[1234]
+                     : where == 2 ? &htag[3]  : &ptag[15];
+        *bit ^= 0x10;
+        int h = tide__wire_open_header(&rx, hdr, sizeof hdr, htag);
+        int p = tide__wire_open_payload(&rx, payload, sizeof payload, false, ptag);
+        assert_int_equal(h, where == 0 || where == 2 ? TIDE_EAUTH : 0);
+        assert_int_equal(p, where == 1 || where == 3 ? TIDE_EAUTH : 0);
+        *bit ^= 0x10;
+    }
+
+    /* A frame dropped (or replayed) on the way: the next one fails. */
+    pair(word, &tx, &rx, key_a);
+    tide__wire_seal_header(&tx, hdr, sizeof hdr, htag);
+    tide__wire_seal_header(&tx, hdr, sizeof hdr, htag);
+    assert_int_equal(tide__wire_open_header(&rx, hdr, sizeof hdr, htag), TIDE_EAUTH);
+
+    /* Another connection's key (or the other direction's). */
+    pair(word, &tx, &rx, key_b);
+    tide__wire_seal_header(&tx, hdr, sizeof hdr, htag);
+    assert_int_equal(tide__wire_open_header(&rx, hdr, sizeof hdr, htag), TIDE_EAUTH);
+
+    /* Encrypting: the wire shows no plaintext, and it comes back whole. */
+    word = TIDE_WIRE_ENCRYPT | (uint32_t)aead << 8;
+    uint8_t secret[sizeof payload];
+    pair(word, &tx, &rx, key_a);
+    tide__wire_seal_header(&tx, hdr, sizeof hdr, htag);
+    tide__wire_seal_payload(&tx, payload, sizeof payload, secret, ptag);
+    assert_memory_not_equal(secret, payload, 64);
+    assert_int_equal(tide__wire_open_header(&rx, hdr, sizeof hdr, htag), 0);
+    assert_int_equal(tide__wire_open_payload(&rx, secret, sizeof secret, true, ptag), 0);
+    assert_memory_equal(secret, payload, sizeof payload);
+    tide__wire_dir_clear(&tx);
+    tide__wire_dir_clear(&rx);
+}
+
+static void seals_and_opens_on_both_aeads(void **state)
+{
+    (void)state;
+    assert_true(sodium_init() >= 0);
+    if (crypto_aead_aes256gcm_is_available())
+        one_aead(TIDE_WIRE_AES_GCM);
+    one_aead(TIDE_WIRE_CHACHA_POLY);
+}
+
+static void mode_names(void **state)
+{
+    (void)state;
+    assert_int_equal(tide__wire_mode_parse("", true), TIDE_WIRE_MAC);
+    assert_int_equal(tide__wire_mode_parse("auto", false), TIDE_WIRE_OFF);
+    assert_int_equal(tide__wire_mode_parse("OFF", true), TIDE_WIRE_OFF);
+    assert_int_equal(tide__wire_mode_parse("mac", false), TIDE_WIRE_MAC);
+    assert_int_equal(tide__wire_mode_parse("encrypt", true), TIDE_WIRE_ENCRYPT);
+    assert_int_equal(tide__wire_mode_parse("tls", true), -1);
+    assert_string_equal(tide__wire_word_name(0), "off");
+    assert_non_null(strstr(tide__wire_word_name(tide__wire_word(TIDE_WIRE_MAC)), "mac ("));
+}
+
+/* ---- real ranks ---- */
+
+struct job {
+    const char *wire[3];  /* each rank's TIDE_WIRE_AUTH */
+    const char *token;
+    int relay_port;       /* rank 1 dials this instead of rank 0 */
+};
+
+static void config(tide_config *cfg, int rank, int n, int port, const struct job *j)
+{
+    struct harness_opts o;
+    harness_defaults(&o);
+    o.bootstrap_s = 5;
+    harness_config(cfg, rank, n, port, j->token ? j->token : "wire-auth-test", &o);
+    snprintf(cfg->transport, sizeof cfg->transport, "tcp");
+    snprintf(cfg->wire_auth, sizeof cfg->wire_auth, "%s", j->wire[rank]);
+    if (rank == 1 && j->relay_port)
+        cfg->master_port = j->relay_port;
+}
+
+static void fill(float *v, size_t n, int rank, int round)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = (float)((int)(i % 1000) + 1000 * rank + round);
+}
+
+/* Every shape the receive path has: small and large all-reduces (staged
+ * and direct reads), a broadcast, empty messages, and large and small
+ * messages that arrive before their receive (the unexpected pool, and a
+ * late receive adopting a frame half in). */
+static int every_shape_rank(int rank, int port, void *arg)
+{
+    tide_config cfg;
+    config(&cfg, rank, 3, port, arg);
+    tide_comm *comm;
+    EXPECT_OK(tide_init_with(&comm, &cfg));
+    for (int p = 0; p < 3; p++)
+        EXPECT(p == rank || !strcmp(tide_comm_transport(comm, p), "tcp"), "rank %d over %s", p,
+               tide_comm_transport(comm, p));
+    static const size_t counts[] = {2, 1000, 300000};
+    for (size_t k = 0; k < 3; k++) {
+        size_t n = counts[k];
+        float *in = malloc(n * sizeof *in), *out = malloc(n * sizeof *out);
+        fill(in, n, rank, (int)k);
+        EXPECT_OK(tide_allreduce(comm, in, out, n, TIDE_FLOAT32, TIDE_SUM));
+        for (size_t i = 0; i < n; i++) {
+            float want = (float)(3 * (int)(i % 1000) + 3000 + 3 * (int)k);
+            EXPECT(out[i] == want, "allreduce %zu: [%zu] %g, not %g", n, i, out[i], want);
+        }
+        fill(out, n, rank == 2 ? 2 : 9, (int)k);
+        EXPECT_OK(tide_broadcast(comm, out, n, TIDE_FLOAT32, 2));
+        fill(in, n, 2, (int)k);
+        EXPECT(!memcmp(in, out, n * sizeof *in), "broadcast of %zu", n);
+        free(in);
+        free(out);
+    }
+    size_t big = 3u << 20;
+    uint8_t *buf = malloc(big);
+    if (rank == 0) {
+        memset(buf, 0xab, big);
+        EXPECT_OK(tide_send(comm, NULL, 0, 1, 5));
+        EXPECT_OK(tide_send(comm, buf, big, 1, 6));
+        EXPECT_OK(tide_send(comm, buf, 100, 1, 7));
+    } else if (rank == 1) {
+        struct timespec ts = {0, 100 * 1000 * 1000}; /* let them arrive first */
+        nanosleep(&ts, NULL);
+        memset(buf, 0, big);
+        EXPECT_OK(tide_recv(comm, NULL, 0, 0, 5));
+        EXPECT_OK(tide_recv(comm, buf, big, 0, 6));
+        EXPECT(buf[0] == 0xab && buf[big / 2] == 0xab && buf[big - 1] == 0xab, "big message");
+        EXPECT_OK(tide_recv(comm, buf, 100, 0, 7));
+        EXPECT(buf[99] == 0xab, "small message");
+    }
+    free(buf);
+    EXPECT_OK(tide_barrier(comm));
+    EXPECT_OK(tide_finalize(comm));
+    return 0;
+}
+
+static void collectives_with_macs_and_encryption(void **state)
+{
+    (void)state;
+    struct job mac = {{"mac", "mac", "mac"}, NULL, 0};
+    struct job enc = {{"encrypt", "encrypt", "encrypt"}, NULL, 0};
+    assert_int_equal(harness_run_raw(3, 60, every_shape_rank, &mac), 0);
+    assert_int_equal(harness_run_raw(3, 60, every_shape_rank, &enc), 0);
+}
+
+/* ---- a relay that alters one byte ---- */
+
+struct relay {
+    int listen_fd, port, to_port;
+    long flip_at;   /* offset in the stream from the dialer */
+    int flipped;
+    pthread_t thread;
+};
+
+static int dial(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int tries = 0; tries < 500; tries++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            return fd;
+        close(fd);
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+/* Forward bytes both ways until either side closes; flip one bit of the
+ * dialer's stream at flip_at. */
+static void *relay_main(void *p)
+{
+    struct relay *r = p;
+    struct pollfd lp = {.fd = r->listen_fd, .events = POLLIN};
+    if (poll(&lp, 1, 20000) != 1)
+        return NULL;
+    int from = accept(r->listen_fd, NULL, NULL), to = dial(r->to_port);
+    long passed = 0;
+    char buf[65536];
+    struct pollfd pf[2] = {{.fd = from, .events = POLLIN}, {.fd = to, .events = POLLIN}};
+    while (from >= 0 && to >= 0 && poll(pf, 2, 20000) > 0) {
+        int src = pf[0].revents ? 0 : 1;
+        ssize_t n = read(pf[src].fd, buf, sizeof buf);
+        if (n <= 0)
+            break;
+        if (src == 0 && !r->flipped && passed + n > r->flip_at) {
+            buf[r->flip_at - passed] ^= 0x04;
+            r->flipped = 1;
+        }
+        if (src == 0)
+            passed += n;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(pf[1 - src].fd, buf + off, (size_t)(n - off));
+            if (w <= 0)
+                goto out;
+            off += w;
+        }
+    }
+out:
+    if (from >= 0)
+        close(from);
+    if (to >= 0)
+        close(to);
+    return NULL;
+}
+
+/* Rank 0 must see the altered byte as an authentication failure, never
+ * as a result; rank 1 may finish or lose rank 0, but not hang. */
+static int relayed_rank(int rank, int port, void *arg)
+{
+    struct job *j = arg;
+    tide_config cfg;
+    config(&cfg, rank, 2, port, j);
+    tide_comm *comm;
+    EXPECT_OK(tide_init_with(&comm, &cfg));
+    enum { N = 4096 };
+    static float in[N], out[N];
+    int failed = 0;
+    for (int round = 0; round < 40 && !failed; round++) {
+        fill(in, N, rank, round);
+        tide_req *req;
+        EXPECT_OK(tide_iallreduce(comm, in, out, N, TIDE_FLOAT32, TIDE_SUM, &req));
+        int rc = tide_wait(req, 10000);
+        if (rc == 0) {
+            for (int i = 0; i < N; i++)
+                EXPECT(out[i] == (float)(2 * (i % 1000) + 1000 + 2 * round),
+                       "round %d: [%d] %g: an altered byte got through", round, i, out[i]);
+        } else {
+            failed = 1;
+            const char *msg = tide_req_message(req);
+            EXPECT(rc == TIDE_EPEER, "round %d failed with %s", round, tide_err_name(rc));
+            EXPECT(rank == 1 || strstr(msg, "authentication failed"), "rank 0 was told: %s", msg);
+        }
+        tide_req_free(req);
+    }
+    EXPECT(rank == 1 || failed, "rank 0 never noticed the altered byte");
+    tide_finalize(comm);
+    return 0;
+}
+
+static void an_altered_byte_is_caught(void **state)
+{
+    (void)state;
+    struct relay r = {.flip_at = 20000};
+    r.port = harness_free_port(NULL);
+    r.listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)r.port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int one = 1;
+    setsockopt(r.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    assert_int_equal(bind(r.listen_fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(r.listen_fd, 4), 0);
+    /* Rank 1 dials the relay, which dials rank 0 (retrying until it
+     * listens).  The flip lands past the handshake and tide_init's own
+     * frames, in an all-reduce's payload. */
+    const char *mode = getenv("WIRE_TEST_MODE") ? getenv("WIRE_TEST_MODE") : "mac";
+    struct job j = {{mode, mode}, NULL, r.port};
+    r.to_port = harness_free_port(NULL);
+    assert_int_equal(pthread_create(&r.thread, NULL, relay_main, &r), 0);
+    int failed = harness_run_raw_on(2, 60, r.to_port, relayed_rank, &j);
+    pthread_join(r.thread, NULL);
+    close(r.listen_fd);
+    assert_int_equal(r.flipped, 1);
+    assert_int_equal(failed, 0);
+}
+
+/* ---- misconfiguration ---- */
+
+/* Rank 0 asks for MACs, rank 1 for nothing: rank 0 must refuse rank 1
+ * with a message naming both settings. */
+static int disagreeing_rank(int rank, int port, void *arg)
+{
+    tide_config cfg;
+    config(&cfg, rank, 2, port, arg);
+    cfg.bootstrap_timeout_s = 3;
+    FILE *log = tmpfile();
+    int saved = dup(2);
+    dup2(fileno(log), 2);
+    tide_comm *comm;
+    int rc = tide_init_with(&comm, &cfg);
+    dup2(saved, 2);
+    char text[4096] = "";
+    rewind(log);
+    size_t got = fread(text, 1, sizeof text - 1, log);
+    text[got] = '\0';
+    EXPECT(rc != 0, "joined a job whose ranks disagree on TIDE_WIRE_AUTH");
+    EXPECT(rank == 1 || (rc == TIDE_EINVAL && strstr(text, "TIDE_WIRE_AUTH=mac") &&
+                         strstr(text, "TIDE_WIRE_AUTH=off")),
+           "rank 0 said %s: %s", tide_err_name(rc), text);
+    return 0;
+}
+
+static void ranks_must_agree_on_the_mode(void **state)
+{
+    (void)state;
+    struct job j = {{"mac", "off"}, NULL, 0};
+    assert_int_equal(harness_run_raw(2, 30, disagreeing_rank, &j), 0);
+}
+
+static void a_mac_needs_a_token(void **state)
+{
+    (void)state;
+    tide_config cfg;
+    struct job j = {{"mac", "mac"}, "", 0};
+    config(&cfg, 0, 2, harness_free_port(NULL), &j);
+    cfg.job_token[0] = '\0';
+    tide_comm *comm;
+    assert_int_equal(tide_init_with(&comm, &cfg), TIDE_EINVAL);
+    snprintf(cfg.wire_auth, sizeof cfg.wire_auth, "tls");
+    assert_int_equal(tide_init_with(&comm, &cfg), TIDE_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(seals_and_opens_on_both_aeads),
+        cmocka_unit_test(mode_names),
+        cmocka_unit_test(collectives_with_macs_and_encryption),
+        cmocka_unit_test(an_altered_byte_is_caught),
+        cmocka_unit_test(ranks_must_agree_on_the_mode),
+        cmocka_unit_test(a_mac_needs_a_token),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,130 @@
+/* wire_auth.c - see wire_auth.h.  All crypto is libsodium's. */
+#include "transports/tcp/wire_auth.h"
+#include "tide.h"
+#include "transports/wire_bytes.h"
+
+#include <string.h>
+#include <strings.h>
+
+int tide__wire_mode_parse(const char *name, bool have_token)
+{
+    if (!name[0] || !strcasecmp(name, "auto"))
+        return have_token ? TIDE_WIRE_MAC : TIDE_WIRE_OFF;
+    if (!strcasecmp(name, "off"))
+        return TIDE_WIRE_OFF;
+    if (!strcasecmp(name, "mac"))
+        return TIDE_WIRE_MAC;
+    if (!strcasecmp(name, "encrypt"))
+        return TIDE_WIRE_ENCRYPT;
+    return -1;
+}
+
+uint32_t tide__wire_word(int mode)
+{
+    if (mode == TIDE_WIRE_OFF)
+        return 0;
+    int aead = crypto_aead_aes256gcm_is_available() ? TIDE_WIRE_AES_GCM : TIDE_WIRE_CHACHA_POLY;
+    return (uint32_t)mode | (uint32_t)aead << 8;
+}
+
+const char *tide__wire_word_name(uint32_t word)
+{
+    switch (word) {
+    case 0:
+        return "off";
+    case TIDE_WIRE_MAC | TIDE_WIRE_AES_GCM << 8:
+        return "mac (AES-256-GCM)";
+    case TIDE_WIRE_MAC | TIDE_WIRE_CHACHA_POLY << 8:
+        return "mac (ChaCha20-Poly1305: this CPU lacks AES-NI)";
+    case TIDE_WIRE_ENCRYPT | TIDE_WIRE_AES_GCM << 8:
+        return "encrypt (AES-256-GCM)";
+    case TIDE_WIRE_ENCRYPT | TIDE_WIRE_CHACHA_POLY << 8:
+        return "encrypt (ChaCha20-Poly1305: this CPU lacks AES-NI)";
+    }
+    return "unknown";
+}
+
+void tide__wire_dir_init(struct tide__wire_dir *d, uint32_t word,
+                         const uint8_t key[TIDE_WIRE_KEY_SIZE])
+{
+    memset(d, 0, sizeof *d);
+    d->aead = (int)(word >> 8);
+    memcpy(d->key, key, TIDE_WIRE_KEY_SIZE);
+    if (d->aead == TIDE_WIRE_AES_GCM)
+        crypto_aead_aes256gcm_beforenm(&d->gcm, key);
+}
+
+void tide__wire_dir_clear(struct tide__wire_dir *d)
+{
+    sodium_memzero(d, sizeof *d);
+}
+
+/* Frame `frame`'s nonce for its header (part 0) or payload (part 1). */
+static void nonce_of(uint64_t frame, uint32_t part, uint8_t n[12])
+{
+    tide__put64(n, frame);
+    tide__put32(n + 8, part);
+}
+
+/* The tag of part of the current frame: over `ad`, encrypting m into c
+ * when m is given. */
+static void seal(const struct tide__wire_dir *d, uint32_t part, const void *ad, size_t adlen,
+                 const void *m, size_t mlen, void *c, uint8_t tag[TIDE_WIRE_TAG_SIZE])
+{
+    uint8_t n[12];
+    nonce_of(d->frames - 1, part, n);
+    if (d->aead == TIDE_WIRE_AES_GCM)
+        crypto_aead_aes256gcm_encrypt_detached_afternm(c, tag, NULL, m, mlen, ad, adlen, NULL,
+                                                       n, &d->gcm);
+    else
+        crypto_aead_chacha20poly1305_ietf_encrypt_detached(c, tag, NULL, m, mlen, ad, adlen,
+                                                           NULL, n, d->key);
+}
+
+/* Check part of the current frame; decrypt c into m when m is given. */
+static int open_part(const struct tide__wire_dir *d, uint32_t part, const void *ad,
+                     size_t adlen, void *m, const void *c, size_t clen,
+                     const uint8_t tag[TIDE_WIRE_TAG_SIZE])
+{
+    uint8_t n[12];
+    nonce_of(d->frames - 1, part, n);
+    int bad = d->aead == TIDE_WIRE_AES_GCM
+                  ? crypto_aead_aes256gcm_decrypt_detached_afternm(m, NULL, c, clen, tag, ad,
+                                                                   adlen, n, &d->gcm)
+                  : crypto_aead_chacha20poly1305_ietf_decrypt_detached(m, NULL, c, clen, tag, ad,
+                                                                       adlen, n, d->key);
+    return bad ? TIDE_EAUTH : 0;
+}
+
+void tide__wire_seal_header(struct tide__wire_dir *d, const uint8_t *hdr, size_t len,
+                            uint8_t tag[TIDE_WIRE_TAG_SIZE])
+{
+    d->frames++;
+    seal(d, 0, hdr, len, NULL, 0, NULL, tag);
+}
+
+void tide__wire_seal_payload(struct tide__wire_dir *d, const void *payload, size_t len,
+                             void *secret, uint8_t tag[TIDE_WIRE_TAG_SIZE])
+{
+    if (secret)
+        seal(d, 1, NULL, 0, payload, len, secret, tag);
+    else
+        seal(d, 1, payload, len, NULL, 0, NULL, tag);
+}
+
+int tide__wire_open_header(struct tide__wire_dir *d, const uint8_t *hdr, size_t len,
+                           const uint8_t tag[TIDE_WIRE_TAG_SIZE])
+{
+    d->frames++;
+    return open_part(d, 0, hdr, len, NULL, NULL, 0, tag);
+}
+
+int tide__wire_open_payload(struct tide__wire_dir *d, void *payload, size_t len, bool decrypt,
+                            const uint8_t tag[TIDE_WIRE_TAG_SIZE])
+{
+    if (decrypt && len > TIDE_WIRE_SECRET_MAX)
+        return TIDE_EAUTH; /* no sender of ours encrypts that much */
+    if (decrypt)
+        return open_part(d, 1, NULL, 0, payload, payload, len, tag);
+    return open_part(d, 1, payload, len, NULL, NULL, 0, tag);
+}
