@@ -49,7 +49,9 @@ enum {
     STRANGER_GARBAGE = 2, /* 100 bytes of noise */
     STRANGER_IMPOSTOR = 4, /* a well-formed HELLO as rank 1, then a forged PROOF */
     STRANGER_FLOOD = 8,    /* FLOOD connections that say nothing */
+    STRANGER_ONE_SOURCE = 16, /* SOURCE_FLOOD silent ones, then count those closed */
     FLOOD = 150,
+    SOURCE_FLOOD = 40,     /* under MAX_PENDING, over PER_SOURCE_MAX (bootstrap.c) */
 };
 
 /* One job: who runs, with what, and what each rank must see. */
@@ -60,6 +62,7 @@ struct job {
     const char *rank1_token; /* NULL: same as token */
     double timeout_s;        /* bootstrap deadline */
     int rank0_absent;        /* never start rank 0 */
+    int rank0_only;          /* start rank 0 alone */
     int strangers;           /* STRANGER_* bits */
     const char *congestion;  /* tide_config.tcp_congestion; NULL: auto */
     double max_elapsed_s;    /* per rank; 0: timeout_s + 1 */
@@ -310,19 +313,32 @@ static int release_strangers(const struct job *j, int port, int *fds)
     }
     for (int k = 0; (j->strangers & STRANGER_FLOOD) && k < FLOOD; k++)
         fds[n++] = dial_loopback(j->host, port);
+    if (j->strangers & STRANGER_ONE_SOURCE) {
+        for (int k = 0; k < SOURCE_FLOOD; k++)
+            fds[n++] = dial_loopback(j->host, port);
+        /* Well before any would be evicted for its age, at most
+         * PER_SOURCE_MAX of them may still be open. */
+        usleep(300 * 1000);
+        int closed = 0;
+        for (int k = n - SOURCE_FLOOD; k < n; k++) {
+            char byte;
+            closed += recv(fds[k], &byte, 1, MSG_DONTWAIT) == 0;
+        }
+        assert_true(closed >= SOURCE_FLOOD - 32);
+    }
     return n;
 }
 
 static void run_job(const struct job *j)
 {
     pid_t pids[MAX_RANKS];
-    int stranger_fds[3 + FLOOD];
+    int stranger_fds[3 + FLOOD + SOURCE_FLOOD];
     int port = free_port(j->host);
     alarm(TEST_ALARM_S);
     pids[0] = j->rank0_absent ? -1 : spawn_rank(j, 0, port);
     int strangers = release_strangers(j, port, stranger_fds);
     for (int r = 1; r < j->size; r++)
-        pids[r] = spawn_rank(j, r, port);
+        pids[r] = j->rank0_only ? -1 : spawn_rank(j, r, port);
     int failures = 0;
     for (int r = 0; r < j->size; r++) {
         int status = 0;
@@ -448,6 +464,22 @@ static void test_stranger_flood(void **state)
                     .timeout_s = 20,
                     .strangers = STRANGER_FLOOD | STRANGER_SILENT,
                     .max_elapsed_s = 4.0};
+    run_job(&j);
+}
+
+/* 40 silent connections from one address: all but PER_SOURCE_MAX are
+ * closed at once, not after EVICT_AFTER_NS, and not only once 64 wait. */
+static void test_one_source_capped(void **state)
+{
+    (void)state;
+    struct job j = {.host = "127.0.0.1",
+                    .size = 2,
+                    .token = "s3cret",
+                    .timeout_s = 2,
+                    .rank0_only = 1,
+                    .strangers = STRANGER_ONE_SOURCE,
+                    .want_rc = {TIDE_EBOOTSTRAP},
+                    .want_err = {"waiting for rank 1 to register"}};
     run_job(&j);
 }
 
@@ -633,6 +665,7 @@ int main(void)
         cmocka_unit_test(test_wrong_token),
         cmocka_unit_test(test_strangers),
         cmocka_unit_test(test_stranger_flood),
+        cmocka_unit_test(test_one_source_capped),
         cmocka_unit_test(test_rank0_absent),
     };
     return cmocka_run_group_tests_name("bootstrap_auth", tests, NULL, NULL);

@@ -6,8 +6,10 @@
  * headers, payloads and tags, a skipped frame, another key); collectives
  * and messages of every shape over TCP with MACs and with encryption; a
  * relay that flips one byte of rank 1's stream, which rank 0 must report
- * as an authentication failure and never as a result; ranks that
- * disagree on the mode; a MAC without a token. */
+ * as an authentication failure and never as a result; a stranger who
+ * answers rank 1's first dial with a CHALLENGE it cannot check, which
+ * must not end rank 1 (it dials again); ranks that disagree on the mode;
+ * a MAC without a token. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -130,6 +132,7 @@ struct job {
     const char *wire[3];  /* each rank's TIDE_WIRE_AUTH */
     const char *token;
     int relay_port;       /* rank 1 dials this instead of rank 0 */
+    int altered;          /* the relay alters a byte: rank 0 must fail */
 };
 
 static void config(tide_config *cfg, int rank, int n, int port, const struct job *j)
@@ -206,8 +209,8 @@ static int every_shape_rank(int rank, int port, void *arg)
 static void collectives_with_macs_and_encryption(void **state)
 {
     (void)state;
-    struct job mac = {{"mac", "mac", "mac"}, NULL, 0};
-    struct job enc = {{"encrypt", "encrypt", "encrypt"}, NULL, 0};
+    struct job mac = {{"mac", "mac", "mac"}, NULL, 0, 0};
+    struct job enc = {{"encrypt", "encrypt", "encrypt"}, NULL, 0, 0};
     assert_int_equal(harness_run_raw(3, 60, every_shape_rank, &mac), 0);
     assert_int_equal(harness_run_raw(3, 60, every_shape_rank, &enc), 0);
 }
@@ -216,8 +219,9 @@ static void collectives_with_macs_and_encryption(void **state)
 
 struct relay {
     int listen_fd, port, to_port;
-    long flip_at;   /* offset in the stream from the dialer */
+    long flip_at;     /* offset in the stream from the dialer; -1: none */
     int flipped;
+    int forge_first;  /* answer the first dial with a forged CHALLENGE */
     pthread_t thread;
 };
 
@@ -238,13 +242,42 @@ static int dial(int port)
 
 /* Forward bytes both ways until either side closes; flip one bit of the
  * dialer's stream at flip_at. */
+static int accept_one(int listen_fd)
+{
+    struct pollfd lp = {.fd = listen_fd, .events = POLLIN};
+    return poll(&lp, 1, 20000) == 1 ? accept(listen_fd, NULL, NULL) : -1;
+}
+
+/* Read the dialer's HELLO and answer with a CHALLENGE whose MAC nobody
+ * can check, as a stranger holding the port would. */
+static void forge_challenge(int fd)
+{
+    uint8_t hello[64], chal[72] = "TIDECHAL";
+    size_t got = 0;
+    while (got < sizeof hello) {
+        ssize_t n = read(fd, hello + got, sizeof hello - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    randombytes_buf(chal + 8, sizeof chal - 8);
+    if (write(fd, chal, sizeof chal) != (ssize_t)sizeof chal)
+        return;
+    struct timespec ts = {0, 50 * 1000 * 1000}; /* let it read before we close */
+    nanosleep(&ts, NULL);
+}
+
 static void *relay_main(void *p)
 {
     struct relay *r = p;
-    struct pollfd lp = {.fd = r->listen_fd, .events = POLLIN};
-    if (poll(&lp, 1, 20000) != 1)
-        return NULL;
-    int from = accept(r->listen_fd, NULL, NULL), to = dial(r->to_port);
+    if (r->forge_first) {
+        int fd = accept_one(r->listen_fd);
+        if (fd < 0)
+            return NULL;
+        forge_challenge(fd);
+        close(fd);
+    }
+    int from = accept_one(r->listen_fd), to = dial(r->to_port);
     long passed = 0;
     char buf[65536];
     struct pollfd pf[2] = {{.fd = from, .events = POLLIN}, {.fd = to, .events = POLLIN}};
@@ -253,7 +286,7 @@ static void *relay_main(void *p)
         ssize_t n = read(pf[src].fd, buf, sizeof buf);
         if (n <= 0)
             break;
-        if (src == 0 && !r->flipped && passed + n > r->flip_at) {
+        if (src == 0 && r->flip_at >= 0 && !r->flipped && passed + n > r->flip_at) {
             buf[r->flip_at - passed] ^= 0x04;
             r->flipped = 1;
         }
@@ -303,35 +336,51 @@ static int relayed_rank(int rank, int port, void *arg)
         }
         tide_req_free(req);
     }
-    EXPECT(rank == 1 || failed, "rank 0 never noticed the altered byte");
+    EXPECT(rank == 1 || failed == j->altered, "rank 0 %s", failed ? "failed" : "never noticed");
     tide_finalize(comm);
     return 0;
+}
+
+/* Rank 1 dials rank 0 through r (see relayed_rank). */
+static int run_relayed(struct relay *r, struct job *j)
+{
+    r->port = harness_free_port(NULL);
+    r->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)r->port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int one = 1;
+    setsockopt(r->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    assert_int_equal(bind(r->listen_fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(r->listen_fd, 4), 0);
+    /* Rank 1 dials the relay, which dials rank 0 (retrying until it
+     * listens). */
+    j->relay_port = r->port;
+    r->to_port = harness_free_port(NULL);
+    assert_int_equal(pthread_create(&r->thread, NULL, relay_main, r), 0);
+    int failed = harness_run_raw_on(2, 60, r->to_port, relayed_rank, j);
+    pthread_join(r->thread, NULL);
+    close(r->listen_fd);
+    return failed;
 }
 
 static void an_altered_byte_is_caught(void **state)
 {
     (void)state;
+    /* Past the handshake and tide_init's own frames: in an all-reduce's
+     * payload.  (WIRE_TEST_MODE=off shows what it did before.) */
     struct relay r = {.flip_at = 20000};
-    r.port = harness_free_port(NULL);
-    r.listen_fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)r.port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int one = 1;
-    setsockopt(r.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    assert_int_equal(bind(r.listen_fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(r.listen_fd, 4), 0);
-    /* Rank 1 dials the relay, which dials rank 0 (retrying until it
-     * listens).  The flip lands past the handshake and tide_init's own
-     * frames, in an all-reduce's payload. */
     const char *mode = getenv("WIRE_TEST_MODE") ? getenv("WIRE_TEST_MODE") : "mac";
-    struct job j = {{mode, mode}, NULL, r.port};
-    r.to_port = harness_free_port(NULL);
-    assert_int_equal(pthread_create(&r.thread, NULL, relay_main, &r), 0);
-    int failed = harness_run_raw_on(2, 60, r.to_port, relayed_rank, &j);
-    pthread_join(r.thread, NULL);
-    close(r.listen_fd);
+    struct job j = {{mode, mode}, NULL, 0, 1};
+    assert_int_equal(run_relayed(&r, &j), 0);
     assert_int_equal(r.flipped, 1);
-    assert_int_equal(failed, 0);
+}
+
+static void a_forged_challenge_is_dialed_past(void **state)
+{
+    (void)state;
+    struct relay r = {.flip_at = -1, .forge_first = 1};
+    struct job j = {{"mac", "mac"}, NULL, 0, 0};
+    assert_int_equal(run_relayed(&r, &j), 0);
 }
 
 /* ---- misconfiguration ---- */
@@ -363,7 +412,7 @@ static int disagreeing_rank(int rank, int port, void *arg)
 static void ranks_must_agree_on_the_mode(void **state)
 {
     (void)state;
-    struct job j = {{"mac", "off"}, NULL, 0};
+    struct job j = {{"mac", "off"}, NULL, 0, 0};
     assert_int_equal(harness_run_raw(2, 30, disagreeing_rank, &j), 0);
 }
 
@@ -371,7 +420,7 @@ static void a_mac_needs_a_token(void **state)
 {
     (void)state;
     tide_config cfg;
-    struct job j = {{"mac", "mac"}, "", 0};
+    struct job j = {{"mac", "mac"}, "", 0, 0};
     config(&cfg, 0, 2, harness_free_port(NULL), &j);
     cfg.job_token[0] = '\0';
     tide_comm *comm;
@@ -387,6 +436,7 @@ int main(void)
         cmocka_unit_test(mode_names),
         cmocka_unit_test(collectives_with_macs_and_encryption),
         cmocka_unit_test(an_altered_byte_is_caught),
+        cmocka_unit_test(a_forged_challenge_is_dialed_past),
         cmocka_unit_test(ranks_must_agree_on_the_mode),
         cmocka_unit_test(a_mac_needs_a_token),
     };

@@ -7,10 +7,14 @@ through tide.
 
 Bootstrap.  Under env:// torch's TCPStore already listens on MASTER_PORT,
 which is also where tide_init would rendezvous, so the backend does not
-read MASTER_PORT: rank 0 picks a free port (and, without
-TIDE_JOB_TOKEN, a fresh job token) and publishes them through torch's
-store; the others read them there.  The timeout given to
-init_process_group becomes tide's deadline for every operation.
+read MASTER_PORT: rank 0 picks a free port and publishes it through
+torch's store; the others read it there.  The job token never goes
+through the store, which anyone who can reach it may read: it is
+TIDE_JOB_TOKEN where set (the same on every rank; required when the
+ranks span hosts), else, with every rank on this host, a fresh one that
+rank 0 leaves in a file only this user can read, whose path it
+publishes (and removes once every rank has joined).  The timeout given
+to init_process_group becomes tide's deadline for every operation.
 
 Groups.  The default group is tide's world communicator; new_group(ranks)
 becomes tide_comm_create_group over it (members only, nothing sent).
@@ -28,9 +32,11 @@ through one flat buffer and a copy, as Gloo does.
 """
 import functools
 import inspect
+import ipaddress
 import os
 import secrets
 import socket
+import tempfile
 import threading
 import weakref
 
@@ -57,18 +63,64 @@ def _free_port(addr):
         return s.getsockname()[1]
 
 
+def _one_host(addr, size):
+    """Whether every rank runs on this host, as far as the launcher says."""
+    local = os.environ.get("LOCAL_WORLD_SIZE")
+    if local and local.isdigit() and int(local) == size:
+        return True
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(addr)).is_loopback
+    except (OSError, ValueError):
+        return False
+
+
+def _token_file():
+    """A fresh token in a file only this user may read; its path."""
+    fd, path = tempfile.mkstemp(prefix="tide-token-",
+                                dir=os.environ.get("XDG_RUNTIME_DIR") or None)
+    with os.fdopen(fd, "w") as f:  # mkstemp: mode 0600
+        f.write(secrets.token_hex(32))
+    return path
+
+
+def _read_token(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
 def _join_world(store, rank, size, timeout):
-    """The world communicator, bootstrapped through torch's store."""
+    """The world communicator, bootstrapped through torch's store (the
+    token never is: see the module's docstring)."""
+    token = os.environ.get("TIDE_JOB_TOKEN")
+    path = None
     if rank == 0:
         addr = os.environ.get("MASTER_ADDR") or "127.0.0.1"
-        token = os.environ.get("TIDE_JOB_TOKEN") or secrets.token_hex(32)
-        store.set(_RENDEZVOUS_KEY, f"{_free_port(addr)} {token} {addr}")
-    port, token, addr = store.get(_RENDEZVOUS_KEY).decode().split(" ", 2)
+        if not token and not _one_host(addr, size):
+            raise RuntimeError(
+                "tide: ranks on several hosts need TIDE_JOB_TOKEN, the same on every rank "
+                "(e.g. export TIDE_JOB_TOKEN=$(openssl rand -hex 32) before the launcher): "
+                "tide does not pass its job token through torch's store, which anyone who "
+                "can reach it may read")
+        if not token:
+            path = _token_file()
+        store.set(_RENDEZVOUS_KEY, f"{_free_port(addr)} {path or '-'} {addr}")
+    port, where, addr = store.get(_RENDEZVOUS_KEY).decode().split(" ", 2)
     try:
+        if not token:
+            if where == "-":
+                raise RuntimeError("tide: rank 0 has TIDE_JOB_TOKEN set and this rank has not: "
+                                   "set the same on every rank")
+            token = _read_token(where)
         return tide.init(rank=rank, size=size, master_addr=addr, master_port=int(port),
                          job_token=token, timeout=timeout.total_seconds())
     except tide.Error as e:
         raise RuntimeError(f"tide: cannot join the job: {e}") from e
+    except OSError as e:
+        raise RuntimeError(f"tide: cannot read the job token rank 0 left at {where}: {e} "
+                           "(ranks on several hosts need TIDE_JOB_TOKEN)") from e
+    finally:
+        if path:  # every rank that joined has read it; one that failed never will
+            os.unlink(path)
 
 
 class _Completion:

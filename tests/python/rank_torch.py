@@ -3,6 +3,7 @@ each CPU collective torch has against a reference, every dtype, async
 work, subgroups, point to point, errors as RuntimeError, and
 init_process_group(timeout=) as tide's deadline.  Run by test_torch.py."""
 import datetime
+import os
 import sys
 import time
 
@@ -214,10 +215,37 @@ def case_deadline(ctx):
     dist.barrier()
 
 
+def case_token_kept_out_of_the_store(ctx):
+    """torch's store, which anyone who reaches it may read, never holds
+    the job token: with TIDE_JOB_TOKEN it says nothing of it; without,
+    it names a file of rank 0's, gone once every rank joined."""
+    store = dist.distributed_c10d._get_default_store()
+    # The backend's store is prefixed with the group's name, which torch
+    # versions spell differently.
+    store.set_timeout(datetime.timedelta(seconds=1))
+    entry = None
+    for key in ("0/tide/rendezvous", "default_pg/tide/rendezvous", "tide/rendezvous"):
+        try:
+            entry = store.get(key).decode()
+            break
+        except RuntimeError:  # not there: a timeout
+            pass
+    dist.barrier()  # rank 0 holds the store: nobody leaves before all have read
+    assert entry, "no rendezvous entry found"
+    token = os.environ.get("TIDE_JOB_TOKEN")
+    if token:
+        assert token not in entry, entry
+        return
+    path = entry.split(" ")[1]
+    assert os.path.isabs(path) and not os.path.exists(path), entry
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
 def setup():
+    if os.environ.get("TIDE_TEST_NO_TOKEN"):
+        del os.environ["TIDE_JOB_TOKEN"]  # as under torchrun, which sets none
     seconds = 2 if sys.argv[1:] == ["deadline"] else 60
     dist.init_process_group("tide", timeout=datetime.timedelta(seconds=seconds))
     assert dist.get_backend() == "tide"

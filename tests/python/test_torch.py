@@ -38,6 +38,14 @@ def test_process_group_api_as_gloo_tests_it(run_ranks, backend, n):
     assert out.count("ok ") == n * len(cases), out
 
 
+def test_without_a_token_one_host_gets_a_private_one(run_ranks):
+    """No TIDE_JOB_TOKEN (torchrun sets none): rank 0 hands a fresh token
+    to the others through a file only this user reads, not the store."""
+    out = run_ranks(3, "rank_torch.py", "token_kept_out_of_the_store", "all_reduce",
+                    env={"TIDE_TEST_NO_TOKEN": "1"})
+    assert out.count("ok token_kept_out_of_the_store") == 3, out
+
+
 def test_init_timeout_is_the_deadline(run_ranks):
     out = run_ranks(3, "rank_torch.py", "deadline")
     assert out.count("ok deadline") == 3

@@ -54,6 +54,12 @@
  * for the whole HANDSHAKE_NS, batch after batch, until the job gave up
  * assembling (issue 33). */
 #define EVICT_AFTER_NS (200 * TIDE_NS_PER_MS)
+/* Unproved connections from one address (any port): past this, its
+ * oldest is closed at once, so one host's strangers cannot hold every
+ * slot and keep evicting our ranks' handshakes.  Our own ranks on one
+ * host dial from one address too; each proves itself in milliseconds,
+ * and one cut off dials again. */
+#define PER_SOURCE_MAX 32
 
 enum phase {
     PH_FREE = 0, /* slot unused */
@@ -80,6 +86,7 @@ struct conn {
     int fd;               /* -1 in PH_BACKOFF */
     int outgoing;         /* 1: we dialed */
     int authed;           /* acceptor: the peer proved the token */
+    int refused;          /* connector: the last answer did not prove the token */
     int peer;             /* the rank at the other end; -1 until HELLO */
     uint32_t purpose;     /* TIDE_HS_MASTER or TIDE_HS_MESH */
     uint64_t deadline_ns; /* end of this handshake attempt; 0 = none */
@@ -88,7 +95,7 @@ struct conn {
     uint64_t backoff_ns;  /* the delay after the next failure */
     struct tide__addr addr; /* where we dial, or where they came from */
     char who[TIDE_ADDR_STRLEN]; /* addr as text, for messages */
-    char why[96];           /* connector: why the last attempt failed */
+    char why[160];          /* connector: why the last attempt failed */
     uint8_t *io;            /* the message being sent or received */
     size_t io_len, io_done;
     uint8_t hello[TIDE_HS_HELLO_SIZE]; /* the raw HELLO both MACs cover */
@@ -248,6 +255,7 @@ static int redial(struct boot *b, struct conn *c, const char *why)
     tide__log(TIDE_LOG_DEBUG, b->rank, "rank %d at %s: %s; retrying in %llu ms", c->peer, c->who,
               why, (unsigned long long)(c->backoff_ns / TIDE_NS_PER_MS));
     snprintf(c->why, sizeof c->why, "%s", why);
+    c->refused = 0;
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -364,11 +372,15 @@ static int on_challenge(struct boot *b, struct conn *c)
 {
     int rc = tide__hs_challenge_check(b->key, c->hello, c->msg, TIDE_HS_CHALLENGE_SIZE,
                                       c->nonce_a);
-    if (rc == TIDE_EAUTH)
-        return fail(b, TIDE_EAUTH,
-                    "authentication failed: rank %d at %s does not share our job token "
-                    "(TIDE_JOB_TOKEN differs)",
-                    c->peer, c->who);
+    /* Not fatal: anyone who can answer at that address (a stranger who
+     * took the port first, something in between) could send a CHALLENGE
+     * we cannot check, and must not end the job; we dial again until the
+     * deadline, which then says so. */
+    if (rc == TIDE_EAUTH) {
+        redial(b, c, "it could not prove our job token");
+        c->refused = 1;
+        return 0;
+    }
     if (rc)
         return redial(b, c, "the peer does not speak the tide handshake");
     c->deadline_ns = 0;
@@ -496,6 +508,36 @@ static struct conn *oldest_unproved(struct boot *b, uint64_t now, uint64_t *when
     return *when <= now ? old : NULL;
 }
 
+static bool same_host(const struct tide__addr *a, const struct tide__addr *b)
+{
+    if (a->u.sa.sa_family != b->u.sa.sa_family)
+        return false;
+    if (a->u.sa.sa_family == AF_INET)
+        return a->u.in4.sin_addr.s_addr == b->u.in4.sin_addr.s_addr;
+    return !memcmp(&a->u.in6.sin6_addr, &b->u.in6.sin6_addr, sizeof a->u.in6.sin6_addr);
+}
+
+/* c was just accepted: past PER_SOURCE_MAX unproved connections from its
+ * address, the oldest of them goes. */
+static void cap_source(struct boot *b, const struct conn *c)
+{
+    struct conn *old = NULL;
+    int n = 0;
+    for (int k = 0; k < b->nconns; k++) {
+        struct conn *o = &b->conns[k];
+        if (!unproved(o) || !same_host(&o->addr, &c->addr))
+            continue;
+        n++;
+        if (!old || o->accepted_ns < old->accepted_ns)
+            old = o;
+    }
+    if (n <= PER_SOURCE_MAX)
+        return;
+    tide__log(TIDE_LOG_DEBUG, b->rank, "closing %s: %d connections from its address have not "
+              "proved the job token", old->who, n);
+    close_conn(old);
+}
+
 static int pending_count(const struct boot *b)
 {
     int pending = 0;
@@ -533,6 +575,7 @@ static void accept_pending(struct boot *b, uint64_t now)
         set_io(c, c->hello, TIDE_HS_HELLO_SIZE, PH_RECV_HELLO);
         tide__addr_format(&c->addr, c->who, sizeof c->who);
         tide__log(TIDE_LOG_DEBUG, b->rank, "accepted a connection from %s", c->who);
+        cap_source(b, c);
         return; /* one per pass keeps the pending count honest */
     }
 }
@@ -793,6 +836,15 @@ static void list_missing(const struct boot *b, char *out, size_t cap)
 static int fail_timeout(struct boot *b)
 {
     char what[512] = "";
+    for (int k = 0; k < b->nconns; k++) {
+        const struct conn *c = &b->conns[k];
+        if (c->outgoing && c->refused && c->phase != PH_DONE)
+            return fail(b, TIDE_EAUTH,
+                        "authentication failed: rank %d at %s could not prove our job token, "
+                        "to the bootstrap deadline of %g s (TIDE_JOB_TOKEN differs there, or "
+                        "something else answers at that address)",
+                        c->peer, c->who, b->limit_s);
+    }
     const struct conn *m = &b->conns[0]; /* rank > 0: the master connection */
     if (b->rank == 0) {
         snprintf(what, sizeof what, "waiting for ");
