@@ -25,6 +25,17 @@ int tide__log_enabled(int level)
     return level <= log_level;
 }
 
+void tide__printable_copy(char *dst, size_t cap, const void *src, size_t len)
+{
+    const unsigned char *s = src;
+    size_t k = 0;
+    if (!cap)
+        return;
+    for (; k < len && k < cap - 1; k++)
+        dst[k] = s[k] >= 0x20 && s[k] < 0x7f ? (char)s[k] : '?';
+    dst[k] = '\0';
+}
+
 void tide__log(int level, int rank, const char *fmt, ...)
 {
     if (!tide__log_enabled(level))

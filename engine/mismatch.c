@@ -306,10 +306,7 @@ static void inbox_push(struct tide__ctx *ctx, int peer, const struct tide__frame
                        const void *data, size_t len)
 {
     struct tide__note n = {f->comm_id, f->seq, peer, poison, *f, ""};
-    size_t k = len < sizeof n.text - 1 ? len : sizeof n.text - 1;
-    if (k)
-        memcpy(n.text, data, k);
-    n.text[k] = '\0';
+    tide__printable_copy(n.text, sizeof n.text, data, len);
     append(&ctx->inbox, &ctx->ninbox, &ctx->inbox_cap, &n);
 }
 

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <pthread.h>
 
+#include "engine/log.h"
 #include "engine/mpsc.h"
 #include "engine/seqmap.h"
 #include "engine/timer_heap.h"
@@ -517,6 +518,21 @@ static void seqmap_finds_every_node_through_growth(void **state)
     assert_null(tide__seqmap_find(&m, 1, 0, NULL));
 }
 
+/* A peer's account of its failure reaches logs, tide_req_message and
+ * Python tracebacks: no escape sequences, bells or line breaks, bounded. */
+static void peer_text_is_made_printable(void **state)
+{
+    (void)state;
+    char out[16];
+    const char in[] = "a\x1b" "[31mb\a\r\nc\x7f\xc3\xa9" "d";
+    tide__printable_copy(out, sizeof out, in, sizeof in - 1);
+    assert_string_equal(out, "a?[31mb???c???d");
+    tide__printable_copy(out, sizeof out, "ok", 2);
+    assert_string_equal(out, "ok");
+    tide__printable_copy(out, 1, "xyz", 3);
+    assert_string_equal(out, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -538,6 +554,7 @@ int main(void)
         cmocka_unit_test(config_reads_reactor),
         cmocka_unit_test(config_reads_transport),
         cmocka_unit_test(seqmap_finds_every_node_through_growth),
+        cmocka_unit_test(peer_text_is_made_printable),
     };
     return cmocka_run_group_tests_name("engine units", tests, NULL, NULL);
 }
