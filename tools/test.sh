@@ -6,7 +6,8 @@
 # alone, and split into two test hosts (see suites below); the unit
 # suite of a build without io_uring; the Python
 # tests (tests/python), then the C suites again under AddressSanitizer +
-# UndefinedBehaviorSanitizer, then a minute of parser fuzzing.
+# UndefinedBehaviorSanitizer, the caller-thread suites under
+# ThreadSanitizer, then a minute of parser fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,6 +67,19 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 suites build-asan --timeout-multiplier 3
 unset ASAN_OPTIONS UBSAN_OPTIONS
+
+# Several caller threads a rank, under ThreadSanitizer (issue 33): only
+# the thread suites, built alone (a whole TSan build would add minutes).
+echo "test: caller threads under ThreadSanitizer (shared memory, then TCP)"
+[[ -f build-tsan/build.ninja ]] ||
+  meson setup build-tsan -Dwerror=true -Db_sanitize=thread -Dbuildtype=debug >/dev/null
+ninja -C build-tsan tests/test_threads tests/test_thread_exit tools/tide-run >/dev/null
+for transport in shm tcp; do
+  for t in test_threads test_thread_exit; do
+    TIDE_TRANSPORT=$transport TIDE_LOG_LEVEL=0 TSAN_OPTIONS=halt_on_error=1 \
+      timeout 300 "build-tsan/tests/$t" >/dev/null
+  done
+done
 
 echo "test: parser fuzzing (libFuzzer, 60 s)"
 tools/fuzz.sh 60
