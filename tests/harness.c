@@ -95,35 +95,34 @@ static int reap(pid_t *pids, int n, int run_limit_s)
     int failed = 0, left = n;
     time_t give_up = time(NULL) + run_limit_s;
     while (left > 0) {
-        int status;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
-        if (pid == 0) {
-            if (time(NULL) > give_up) {
-                for (int i = 0; i < n; i++)
-                    if (pids[i] > 0)
-                        kill(pids[i], SIGKILL);
-                give_up = time(NULL) + 3600;
-                fprintf(stderr, "harness: run limit of %d s reached, killing ranks\n", run_limit_s);
-                failed++;
-            }
-            usleep(2000);
-            continue;
-        }
-        if (pid < 0)
-            break;
+        /* Our ranks only: a test may have children of its own (a relay). */
+        int reaped = 0;
         for (int i = 0; i < n; i++) {
-            if (pids[i] != pid)
+            int status;
+            if (pids[i] <= 0 || waitpid(pids[i], &status, WNOHANG) != pids[i])
                 continue;
             pids[i] = 0;
             left--;
+            reaped++;
             if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-                break;
+                continue;
             failed++;
             if (WIFSIGNALED(status))
                 fprintf(stderr, "harness: rank %d died of signal %d\n", i, WTERMSIG(status));
             else
                 fprintf(stderr, "harness: rank %d exited %d\n", i, WEXITSTATUS(status));
         }
+        if (reaped)
+            continue;
+        if (time(NULL) > give_up) {
+            for (int i = 0; i < n; i++)
+                if (pids[i] > 0)
+                    kill(pids[i], SIGKILL);
+            give_up = time(NULL) + 3600;
+            fprintf(stderr, "harness: run limit of %d s reached, killing ranks\n", run_limit_s);
+            failed++;
+        }
+        usleep(2000);
     }
     return failed;
 }

@@ -66,6 +66,10 @@ static void nonce_of(uint64_t frame, uint32_t part, uint8_t n[12])
     tide__put32(n + 8, part);
 }
 
+/* libsodium declares its message pointers never NULL, even for no
+ * message: this stands in for one. */
+static uint8_t no_message[1];
+
 /* The tag of part of the current frame: over `ad`, encrypting m into c
  * when m is given. */
 static void seal(const struct tide__wire_dir *d, uint32_t part, const void *ad, size_t adlen,
@@ -73,6 +77,8 @@ static void seal(const struct tide__wire_dir *d, uint32_t part, const void *ad, 
 {
     uint8_t n[12];
     nonce_of(d->frames - 1, part, n);
+    if (!c)
+        c = no_message;
     if (d->aead == TIDE_WIRE_AES_GCM)
         crypto_aead_aes256gcm_encrypt_detached_afternm(c, tag, NULL, m, mlen, ad, adlen, NULL,
                                                        n, &d->gcm);
@@ -88,6 +94,8 @@ static int open_part(const struct tide__wire_dir *d, uint32_t part, const void *
 {
     uint8_t n[12];
     nonce_of(d->frames - 1, part, n);
+    if (!c)
+        c = no_message;
     int bad = d->aead == TIDE_WIRE_AES_GCM
                   ? crypto_aead_aes256gcm_decrypt_detached_afternm(m, NULL, c, clen, tag, ad,
                                                                    adlen, n, &d->gcm)
