@@ -16,6 +16,7 @@
 
 #include "tests/harness.h"
 #include "tide.h"
+#include "tide_sim.h"
 
 enum { N = 4, COUNT = 64 };
 

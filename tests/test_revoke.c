@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "tide.h"
+#include "tide_sim.h"
 
 enum { N = 4 };
 

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "tide.h"
+#include "tide_sim.h"
 #include "ulfm_step.h"
 
 enum { MAXN = 6, STEPS = 8 };

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "tide.h"
+#include "tide_sim.h"
 
 enum { N = 8 };
 

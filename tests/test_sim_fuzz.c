@@ -33,6 +33,7 @@
  *
  * A failing seed prints the command that reproduces it. */
 #include "tests/coll_check.h"
+#include "tide_sim.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -14,6 +14,8 @@
 #   transports/*.c the interface; registry.c alone may name transports
 #   fsdp/, tools/  the public API only (tide.h, fsdp's tide_fsdp.h) and
 #                  their own headers
+#   tide_sim.h     the simulator's public header: transports/sim/, tools/
+#                  and tests/ only
 #   <liburing.h>   engine/reactor_uring.c only: what is io_uring-specific
 #                  stays in the io_uring backend
 set -euo pipefail
@@ -30,6 +32,11 @@ allowed() {
   local file=$1 h=$2 dir
   dir=$(dirname "$file")
   case "$h" in tide.h) return 0 ;; esac
+  # The simulator's public header: its transport, the tools and the tests.
+  if [[ $h == tide_sim.h ]]; then
+    [[ $file == transports/sim/* || $file == tools/* || $file == tests/* ]] && return 0
+    return 1
+  fi
   case "$file" in
     engine/*)
       [[ $h == engine/* ]] && return 0

@@ -17,6 +17,7 @@
  * allreduce, the whole output of an all-gather, the whole input of a
  * reduce-scatter. */
 #include "tools/bench_common.h"
+#include "tide_sim.h"
 
 #include <ctype.h>
 #include <math.h>

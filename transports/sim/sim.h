@@ -18,6 +18,7 @@
 
 #include "engine/context.h"
 #include "transports/match.h"
+#include "tide_sim.h"
 
 /* What a rank knows of one peer: receives posted for it, frames that came
  * early, and when the peer's last message arrives here (a later one never
