@@ -248,3 +248,20 @@ void harness_killed_mid_allreduce(tide_comm *comm, void *arg)
     EXPECT(rc != 0, "rank %d: an allreduce after the loss succeeded", r);
     free(v);
 }
+
+int harness_init_logged(tide_comm **comm, const tide_config *cfg, char *text, size_t cap)
+{
+    FILE *log = tmpfile();
+    int saved = dup(2);
+    fflush(stderr);
+    dup2(fileno(log), 2);
+    int rc = tide_init_with(comm, cfg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(log);
+    size_t got = fread(text, 1, cap - 1, log);
+    text[got] = '\0';
+    fclose(log);
+    return rc;
+}

@@ -74,6 +74,10 @@ struct harness_kill {
 };
 void harness_killed_mid_allreduce(tide_comm *comm, void *arg);
 
+/* tide_init_with with what it logs to stderr caught in text (cap bytes,
+ * terminated), for tests of what a failed init says. */
+int harness_init_logged(tide_comm **comm, const tide_config *cfg, char *text, size_t cap);
+
 /* The config a child would use: rank, size, port, token, deadlines. */
 void harness_config(tide_config *cfg, int rank, int n, int port, const char *token,
                     const struct harness_opts *o);

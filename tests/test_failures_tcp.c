@@ -250,16 +250,9 @@ static int wrong_token_rank(int rank, int port, void *arg)
     tide_config cfg;
     harness_config(&cfg, rank, 2, port, rank == 1 ? "not-the-token" : "the-token", &o);
     cfg.log_level = 0;
-    FILE *log = tmpfile();
-    int saved = dup(2);
-    dup2(fileno(log), 2);
     tide_comm *comm;
-    int rc = tide_init_with(&comm, &cfg);
-    dup2(saved, 2);
-    char text[2048] = "";
-    rewind(log);
-    size_t len = fread(text, 1, sizeof text - 1, log);
-    text[len] = '\0';
+    char text[2048];
+    int rc = harness_init_logged(&comm, &cfg, text, sizeof text);
     if (rank == 1) {
         EXPECT(rc == TIDE_EAUTH, "the impostor got %s", tide_err_name(rc));
         EXPECT(strstr(text, "authentication failed") != NULL, "log: %s", text);

@@ -401,16 +401,9 @@ static int disagreeing_rank(int rank, int port, void *arg)
     tide_config cfg;
     config(&cfg, rank, 2, port, arg);
     cfg.bootstrap_timeout_s = 3;
-    FILE *log = tmpfile();
-    int saved = dup(2);
-    dup2(fileno(log), 2);
     tide_comm *comm;
-    int rc = tide_init_with(&comm, &cfg);
-    dup2(saved, 2);
-    char text[4096] = "";
-    rewind(log);
-    size_t got = fread(text, 1, sizeof text - 1, log);
-    text[got] = '\0';
+    char text[4096];
+    int rc = harness_init_logged(&comm, &cfg, text, sizeof text);
     EXPECT(rc != 0, "joined a job whose ranks disagree on TIDE_WIRE_AUTH");
     EXPECT(rank == 1 || (rc == TIDE_EINVAL && strstr(text, "TIDE_WIRE_AUTH=mac") &&
                          strstr(text, "TIDE_WIRE_AUTH=off")),
@@ -433,9 +426,12 @@ static void a_mac_needs_a_token(void **state)
     config(&cfg, 0, 2, harness_free_port(NULL), &j);
     cfg.job_token[0] = '\0';
     tide_comm *comm;
-    assert_int_equal(tide_init_with(&comm, &cfg), TIDE_EINVAL);
+    char text[2048];
+    assert_int_equal(harness_init_logged(&comm, &cfg, text, sizeof text), TIDE_EINVAL);
+    assert_non_null(strstr(text, "TIDE_WIRE_AUTH=mac needs a job token"));
     snprintf(cfg.wire_auth, sizeof cfg.wire_auth, "tls");
-    assert_int_equal(tide_init_with(&comm, &cfg), TIDE_EINVAL);
+    assert_int_equal(harness_init_logged(&comm, &cfg, text, sizeof text), TIDE_EINVAL);
+    assert_non_null(strstr(text, "\"tls\" is unknown"));
 }
 
 int main(void)
