@@ -4,8 +4,10 @@
 # encrypt, interleaved rounds, on loopback with 2 and 8 ranks (free cores
 # for every progress thread), and across two network namespaces joined
 # by links shaped to 10 and 25 Gbit/s (tools/hosts_bench.sh) where the
-# host allows namespaces.  Run on the host after `source
-# .device/on-device.sh` (it defines trun and TL); tables under $OUT.
+# host allows namespaces (the 16-core host did not, 2026-11-26).  Run on
+# the host as: source .device/on-device.sh; export OUT TL; export -f trun;
+# bash tools/device_wire_auth.sh   (a child bash inherits neither the
+# function nor TL otherwise); tables under $OUT.
 set -uo pipefail
 out=${OUT:-/tmp/wire}; mkdir -p "$out"
 rounds=${ROUNDS:-3}
