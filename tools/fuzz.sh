@@ -29,7 +29,7 @@ mkdir -p "$out/corpus" "$out/crashes"
 # The parsers and what they need to link: no sockets are opened, no ring.
 wire_sources=(transports/frame.c transports/match.c transports/tcp/handshake.c
               transports/tcp/sockaddr.c transports/tcp/bootstrap.c transports/tcp/congestion.c
-              engine/log.c)
+              transports/tcp/wire_auth.c engine/log.c)
 cflags=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Iinclude -I.
         -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
         -Wno-unused-parameter -Werror)
