@@ -95,15 +95,13 @@ static void frame_done(struct tcp_conn *c)
         tcp_unexpected_freed(c->tp);
 }
 
-/* A tag did not check out: the peer is given up, and the frame in
- * flight fails here and now (no kernel receive is armed to come back
- * and end it: we are parsing what one brought). */
+/* A tag did not check out: the peer is given up (and the frame in
+ * flight fails with it, tcp_recv_lost). */
 static void auth_failed(struct tcp_conn *c, const char *what)
 {
     tcp_conn_lost(c, "authentication failed: a %s from rank %d does not carry its MAC (altered "
                      "on the way, or not sent by rank %d)",
                   what, c->peer, c->peer);
-    tide__rx_lost(&c->rx, &c->tp->pool, c->tp->base.ctx);
 }
 
 /* The current frame's payload is in: check its tag where it has one,
@@ -208,12 +206,13 @@ static void received(struct tcp_conn *c, bool direct, int res)
 {
     if (!c->lost && (res == -EAGAIN || res == -EINTR || res == -ECANCELED)) {
         res = 0; /* nothing arrived; carry on from where we are */
-    } else if (c->lost || res <= 0) {
-        if (!c->lost)
-            tcp_conn_lost(c, res == 0 ? "rank %d closed the connection (exited or was killed)"
-                                      : "receiving from rank %d failed",
-                          c->peer);
-        lost_while_receiving(c);
+    } else if (c->lost) {
+        lost_while_receiving(c); /* a receive armed before the loss came back */
+        return;
+    } else if (res <= 0) {
+        tcp_conn_lost(c, res == 0 ? "rank %d closed the connection (exited or was killed)"
+                                  : "receiving from rank %d failed",
+                      c->peer);
         return;
     }
     if (direct) {
@@ -278,12 +277,14 @@ int tcp_recv_poll(struct tcp_conn *c)
 
 void tcp_recv_lost(struct tcp_conn *c)
 {
-    if (!c->rx_idle) {
+    if (c->rx_busy) {
         /* An armed receive comes back (shutdown ends it) and finishes
          * the frame in flight; the posted receives fail now. */
         tcp_recv_fail_all(c);
         return;
     }
+    /* Idle, or parsing what a receive brought (a tag or a header that
+     * did not check out): nothing will come back to end the frame. */
     c->rx_idle = false;
     lost_while_receiving(c);
 }
