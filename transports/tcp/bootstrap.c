@@ -922,7 +922,7 @@ static int check_config(struct boot *b, const tide_config *cfg)
     if (sodium_init() < 0)
         return fail(b, TIDE_EBOOTSTRAP, "libsodium failed to initialise");
     tide__hs_key_derive(cfg->job_token, b->key);
-    b->wire = tide__wire_mode_parse(cfg->wire_auth, cfg->job_token[0] != '\0');
+    b->wire = tide__wire_mode_of(cfg);
     if (b->wire < 0)
         return fail(b, TIDE_EINVAL, "TIDE_WIRE_AUTH=\"%s\": expected auto, off, mac or encrypt",
                     cfg->wire_auth);

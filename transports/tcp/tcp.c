@@ -209,7 +209,7 @@ static int init_conn(struct tide__tcp *tp, int p, int fd, const struct tide__wir
  * handed us keys unless the mode is off. */
 static int wire_mode(const struct tide__ctx *ctx, const struct tide__wire_keys *keys)
 {
-    int mode = tide__wire_mode_parse(ctx->cfg.wire_auth, ctx->cfg.job_token[0] != '\0');
+    int mode = tide__wire_mode_of(&ctx->cfg);
     return keys && mode > 0 ? mode : TIDE_WIRE_OFF;
 }
 

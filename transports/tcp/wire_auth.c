@@ -19,6 +19,11 @@ int tide__wire_mode_parse(const char *name, bool have_token)
     return -1;
 }
 
+int tide__wire_mode_of(const tide_config *cfg)
+{
+    return tide__wire_mode_parse(cfg->wire_auth, cfg->job_token[0] != '\0');
+}
+
 uint32_t tide__wire_word(int mode)
 {
     if (mode == TIDE_WIRE_OFF)

@@ -73,6 +73,10 @@ struct tide__wire_dir {
  * has a token, else off), or -1 for a name we do not know. */
 int tide__wire_mode_parse(const char *name, bool have_token);
 
+/* The same for a whole config: its wire_auth, given its job_token. */
+struct tide_config;
+int tide__wire_mode_of(const struct tide_config *cfg);
+
 /* The handshake's word for a mode on this CPU (mode | aead << 8; 0 for
  * off), and a phrase for one, e.g. "mac (AES-256-GCM)". */
 uint32_t tide__wire_word(int mode);
