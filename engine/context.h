@@ -126,6 +126,8 @@ struct tide_req {
     int status;                /* final result, valid once DONE */
     int failing;               /* first error, while messages drain */
     bool finished;             /* reactor: completed, callback ran */
+    int source;                /* receive: 1 + the comm rank its message came
+                                  from; 0 for other operations */
     tide__msg *live;           /* messages the transport holds */
     unsigned nlive;
     tide_req *act_prev, *act_next; /* in the context's active list */
@@ -152,6 +154,8 @@ struct tide_comm {
     _Atomic uint64_t next_seq; /* collective sequence numbers, from 1 */
     _Atomic int refs;          /* the user's + one per live request */
     uint64_t started_seq;      /* reactor: highest sequence started */
+    int any_first;             /* reactor: the rank an any-source receive
+                                  asks first (collectives/p2p.c) */
     struct tide__group_tally { /* create_group: groups made per member list */
         uint32_t hash, count;
     } *groups;
@@ -320,6 +324,12 @@ void tide__ctx_unref(struct tide__ctx *ctx);
 
 /* Reactor: post message m on behalf of req. */
 void tide__req_post(tide_req *req, tide__msg *m);
+
+/* Reactor: take live message m back from the transport (a receive no
+ * longer wanted).  True when it is gone and unlinked from req; false
+ * when its completion is still to come (already completed, or the
+ * transport still holds its buffer). */
+bool tide__req_take_back(tide_req *req, tide__msg *m, int err);
 
 /* Reactor: req succeeded (it must hold no live messages). */
 void tide__req_succeed(tide_req *req);

@@ -250,6 +250,21 @@ static void unlink_msg(tide_req *req, tide__msg *m)
     req->nlive--;
 }
 
+bool tide__req_take_back(tide_req *req, tide__msg *m, int err)
+{
+    /* A completed message is already queued for delivery, where it will
+     * be unlinked.  A part (subreq.c) fails too, and its completion
+     * follows. */
+    if (m->completed)
+        return false;
+    struct tide__transport *tp = req->ctx->tp;
+    bool gone = m->dir == TIDE_MSG_OP ? tide__part_withdraw(m->buf, err, req->opname)
+                                      : tp->ops->withdraw(tp, m, err) == 0;
+    if (gone)
+        unlink_msg(req, m);
+    return gone;
+}
+
 void tide__req_post(tide_req *req, tide__msg *m)
 {
     struct tide__transport *tp = req->ctx->tp;
@@ -328,19 +343,10 @@ void tide__req_fail(tide_req *req, int err, const char *fmt, ...)
         tide__rec_failed(req, err);
     }
 
-    struct tide__transport *tp = req->ctx->tp;
     tide__msg *m = req->live;
     while (m) {
         tide__msg *next = m->req_next;
-        /* A completed message is already queued for delivery, where it
-         * will be unlinked; the others we take back if we can.  A part
-         * (subreq.c) fails too, and its completion follows. */
-        if (m->completed)
-            ;
-        else if (m->dir == TIDE_MSG_OP && tide__part_withdraw(m->buf, err, req->opname))
-            unlink_msg(req, m);
-        else if (m->dir != TIDE_MSG_OP && tp->ops->withdraw(tp, m, err) == 0)
-            unlink_msg(req, m);
+        tide__req_take_back(req, m, err);
         m = next;
     }
     if (!req->nlive)
@@ -490,6 +496,13 @@ size_t tide_req_bytes(const tide_req *req)
     if (!req || !tide__req_is_done(req))
         return 0;
     return req->bytes;
+}
+
+int tide_req_source(const tide_req *req)
+{
+    if (!req || !tide__req_is_done(req) || req->status != 0)
+        return -1;
+    return req->source - 1;
 }
 
 const char *tide_req_algorithm(const tide_req *req)

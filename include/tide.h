@@ -458,11 +458,25 @@ TIDE_API int tide_cq_destroy(tide_cq *cq);
 TIDE_API int tide_isend(tide_comm *comm, const void *buf, size_t bytes, int peer, int tag,
                         tide_req **req);
 
+/* tide_irecv's peer for a receive from whichever rank sends first. */
+#define TIDE_ANY_SOURCE (-1)
+
 /*
  * Receive a message from peer with tag into buf (capacity bytes).  A
  * message longer than bytes fails the request with TIDE_ETRUNCATE and
  * leaves buf untouched; a shorter one succeeds, and tide_req_bytes() says
  * how many bytes arrived.
+ *
+ * peer TIDE_ANY_SOURCE (MPI_ANY_SOURCE) takes the first message with tag
+ * to arrive from any rank of the communicator, itself included, and
+ * tide_req_source() says whose it was.  Messages from one rank still
+ * match in the order sent, and receives in the order posted: an
+ * any-source receive posted before a receive naming rank r takes r's
+ * message first if it is the first to arrive.  Which of several ranks
+ * whose messages are all waiting goes first is not defined.  As in
+ * MPI's fault-tolerance rules (ULFM), the loss of any rank of the
+ * communicator fails a pending any-source receive with TIDE_EPEER, since
+ * that rank might have been its sender.
  */
 TIDE_API int tide_irecv(tide_comm *comm, void *buf, size_t bytes, int peer, int tag,
                         tide_req **req);
@@ -473,6 +487,11 @@ TIDE_API int tide_recv(tide_comm *comm, void *buf, size_t bytes, int peer, int t
 
 /* Bytes a completed receive got (0 for sends and pending requests). */
 TIDE_API size_t tide_req_bytes(const tide_req *req);
+
+/* The rank (in the receive's communicator) whose message a completed
+ * receive got: the peer it named, or for TIDE_ANY_SOURCE the one that
+ * sent first.  -1 for sends, pending or failed receives and collectives. */
+TIDE_API int tide_req_source(const tide_req *req);
 
 /* ------------------------------------------------------------------ */
 /* Data types and reduction operations                                 */

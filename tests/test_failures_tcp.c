@@ -34,11 +34,12 @@ static struct shared *shm;
 /* ---- a peer killed mid-receive ---- */
 
 /* Rank 0 starts a 256 MiB send to rank 1, then kills itself.  Rank 1
- * also waits on a tag rank 0 never sends, so that receive is surely
- * pending at the kill (the big one may, on a slow moment, have arrived
- * whole first): it must fail with TIDE_EPEER within a second, naming rank
- * 0; the big one must fail the same way or be complete and intact; and
- * the surviving ranks can still talk to each other. */
+ * also waits on a tag rank 0 never sends (from rank 0, and from any
+ * rank), so those receives are surely pending at the kill (the big one
+ * may, on a slow moment, have arrived whole first): they must fail with
+ * TIDE_EPEER within a second, naming rank 0; the big one must fail the
+ * same way or be complete and intact; and the surviving ranks can still
+ * talk to each other. */
 static void peer_killed(tide_comm *comm, void *arg)
 {
     int r = tide_comm_rank(comm), n = tide_comm_size(comm);
@@ -55,9 +56,10 @@ static void peer_killed(tide_comm *comm, void *arg)
         shm->kill_time = now_s();
         raise(SIGKILL);
     }
-    tide_req *never, *bulk = NULL, *other = NULL;
-    int small;
+    tide_req *never, *any, *bulk = NULL, *other = NULL;
+    int small, small_any;
     EXPECT_OK(tide_irecv(comm, &small, sizeof small, 0, 7, &never));
+    EXPECT_OK(tide_irecv(comm, &small_any, sizeof small_any, TIDE_ANY_SOURCE, 7, &any));
     if (r == 1)
         EXPECT_OK(tide_irecv(comm, buf, big, 0, 1, &bulk));
     int rc = tide_wait(never, 10000);
@@ -67,6 +69,12 @@ static void peer_killed(tide_comm *comm, void *arg)
     EXPECT(strstr(tide_req_message(never), "rank 0") != NULL, "message: %s",
            tide_req_message(never));
     tide_req_free(never);
+    /* the lost rank might have been an any-source receive's sender: it
+     * fails too (MPI's ULFM rule), naming it */
+    rc = tide_wait(any, 10000);
+    EXPECT(rc == TIDE_EPEER && strstr(tide_req_message(any), "rank 0 was lost"),
+           "any-source receive returned %s: %s", tide_err_name(rc), tide_req_message(any));
+    tide_req_free(any);
     if (bulk) {
         rc = tide_wait(bulk, 10000);
         EXPECT(rc == TIDE_EPEER || rc == 0, "big receive returned %s", tide_err_name(rc));

@@ -1,11 +1,13 @@
 /* test_p2p_tcp.c - point-to-point over real loopback TCP between rank
  * processes: ordering, tags, self-sends, zero bytes, big messages, many
- * in flight, truncation, bad arguments; in both progress modes and with
- * 2, 3 and 4 ranks. */
+ * in flight, truncation, bad arguments, receives from any rank; in both
+ * progress modes and with 2, 3 and 4 ranks. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -266,6 +268,127 @@ static void bad_arguments(tide_comm *comm, void *arg)
     EXPECT_OK(tide_barrier(comm));
 }
 
+/* ---- receives from any rank (TIDE_ANY_SOURCE) ---- */
+
+enum { ANY_ROUNDS = 3 };
+
+/* Every rank (rank 0 too) sends ANY_ROUNDS numbered messages to rank 0,
+ * which takes them with any-source receives posted before the sends
+ * (posted_first) or after they arrived: each message once, told whose,
+ * in send order per sender.  A receive whose copies were not all taken
+ * back would never complete. */
+static void any_source_round(tide_comm *comm, bool posted_first)
+{
+    /* A tag of its own: the next round's messages must not be taken by
+     * this round's receives, and could, since any rank's will do. */
+    int tag = posted_first ? 6 : 16;
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm), total = n * ANY_ROUNDS;
+    int out[ANY_ROUNDS], *in = calloc((size_t)total, sizeof *in);
+    tide_req **recvs = calloc((size_t)total, sizeof *recvs), *sends[ANY_ROUNDS];
+    EXPECT(in && recvs, "calloc");
+    for (int i = 0; r == 0 && posted_first && i < total; i++)
+        EXPECT_OK(tide_irecv(comm, &in[i], sizeof in[i], TIDE_ANY_SOURCE, tag, &recvs[i]));
+    for (int k = 0; k < ANY_ROUNDS; k++) {
+        out[k] = r * 100 + k;
+        EXPECT_OK(tide_isend(comm, &out[k], sizeof out[k], 0, tag, &sends[k]));
+    }
+    for (int k = 0; k < ANY_ROUNDS; k++) {
+        EXPECT_OK(tide_wait(sends[k], -1));
+        EXPECT(tide_req_source(sends[k]) == -1, "a send has no source");
+        tide_req_free(sends[k]);
+    }
+    EXPECT_OK(tide_barrier(comm)); /* the messages may now wait at rank 0 */
+    for (int i = 0; r == 0 && !posted_first && i < total; i++)
+        EXPECT_OK(tide_irecv(comm, &in[i], sizeof in[i], TIDE_ANY_SOURCE, tag, &recvs[i]));
+    int next[64] = {0};
+    for (int i = 0; r == 0 && i < total; i++) {
+        EXPECT_OK(tide_wait(recvs[i], 10000));
+        int from = tide_req_source(recvs[i]);
+        EXPECT(from >= 0 && from < n && in[i] / 100 == from, "receive %d: got %d from %d", i,
+               in[i], from);
+        EXPECT(in[i] % 100 == next[from]++, "rank %d's messages out of order: %d", from, in[i]);
+        EXPECT(tide_req_bytes(recvs[i]) == sizeof in[i], "bytes %zu", tide_req_bytes(recvs[i]));
+        tide_req_free(recvs[i]);
+    }
+    free(in);
+    free(recvs);
+}
+
+/* Receives match in the order posted: an any-source receive posted
+ * before one naming rank n-1 takes that rank's first message. */
+static void any_then_named(tide_comm *comm)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    if (r == 0) {
+        int a = -1, b = -1;
+        tide_req *ra, *rb;
+        EXPECT_OK(tide_irecv(comm, &a, sizeof a, TIDE_ANY_SOURCE, 7, &ra));
+        EXPECT_OK(tide_irecv(comm, &b, sizeof b, n - 1, 7, &rb));
+        if (n == 1) {
+            EXPECT_OK(tide_send(comm, &(int){1}, sizeof(int), 0, 7));
+            EXPECT_OK(tide_send(comm, &(int){2}, sizeof(int), 0, 7));
+        }
+        EXPECT_OK(tide_wait(ra, 10000));
+        EXPECT_OK(tide_wait(rb, 10000));
+        EXPECT(a == 1 && b == 2 && tide_req_source(ra) == n - 1 && tide_req_source(rb) == n - 1,
+               "any-source got %d from %d, named got %d", a, tide_req_source(ra), b);
+        tide_req_free(ra);
+        tide_req_free(rb);
+    } else if (r == n - 1) {
+        EXPECT_OK(tide_send(comm, &(int){1}, sizeof(int), 0, 7));
+        EXPECT_OK(tide_send(comm, &(int){2}, sizeof(int), 0, 7));
+    }
+}
+
+/* A large message (read straight into the buffer over TCP), then one
+ * too long for the buffer: TIDE_ETRUNCATE, and no source. */
+static void any_big_and_truncated(tide_comm *comm)
+{
+    int r = tide_comm_rank(comm), n = tide_comm_size(comm);
+    size_t words = 1 << 18;
+    uint32_t *buf = calloc(words, sizeof *buf);
+    EXPECT(buf, "calloc");
+    tide_req *req;
+    if (r == 0) {
+        EXPECT_OK(tide_irecv(comm, buf, words * 4, TIDE_ANY_SOURCE, 8, &req));
+        if (n == 1)
+            EXPECT_OK(tide_send(comm, buf, words * 4, 0, 8));
+        EXPECT_OK(tide_wait(req, 10000));
+        for (size_t i = 0; n > 1 && i < words; i += 997)
+            EXPECT(buf[i] == pattern_word(i, n - 1), "word %zu", i);
+        EXPECT(tide_req_source(req) == n - 1, "source %d", tide_req_source(req));
+        tide_req_free(req);
+        uint8_t small[2] = {0x11, 0x11};
+        EXPECT_OK(tide_irecv(comm, small, sizeof small, TIDE_ANY_SOURCE, 9, &req));
+        if (n == 1)
+            EXPECT_OK(tide_send(comm, buf, 8, 0, 9));
+        int rc = tide_wait(req, 10000);
+        EXPECT(rc == TIDE_ETRUNCATE, "got %s", tide_err_name(rc));
+        EXPECT(tide_req_source(req) == -1 && small[0] == 0x11, "a failed receive has no source");
+        tide_req_free(req);
+    } else if (r == n - 1) {
+        for (size_t i = 0; i < words; i++)
+            buf[i] = pattern_word(i, r);
+        EXPECT_OK(tide_send(comm, buf, words * 4, 0, 8));
+        EXPECT_OK(tide_send(comm, buf, 8, 0, 9));
+    }
+    free(buf);
+}
+
+static void any_source(tide_comm *comm, void *arg)
+{
+    tide_req *req = NULL;
+    int v = 0;
+    EXPECT(tide_isend(comm, &v, 4, TIDE_ANY_SOURCE, 0, &req) == TIDE_EINVAL && !req,
+           "a send to TIDE_ANY_SOURCE");
+    EXPECT(tide_irecv(comm, &v, 4, -2, 0, &req) == TIDE_EINVAL, "peer -2");
+    any_source_round(comm, true);
+    any_source_round(comm, false);
+    any_then_named(comm);
+    any_big_and_truncated(comm);
+    EXPECT_OK(tide_barrier(comm));
+}
+
 /* Thread progress moves data while the caller computes: rank 0 posts a
  * 64 MiB send and then spins for 1 s without a single tide call; rank
  * 1 must have the whole message long before rank 0 looks again. */
@@ -322,7 +445,7 @@ static const struct scenario scenarios[] = {
     {"self_and_zero", self_and_zero},   {"big_messages", big_messages},
     {"late_receive_of_arriving_message", late_receive_of_arriving_message},
     {"many_in_flight", many_in_flight}, {"truncation", truncation},
-    {"bad_arguments", bad_arguments},
+    {"bad_arguments", bad_arguments},   {"any_source", any_source},
 };
 
 static void run_all(tide_progress_mode mode, int ranks)

@@ -6,20 +6,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A receive another peer's frame already claimed (an any-source
+ * receive's, see transport.h) waits only to be withdrawn. */
+static bool claimed_elsewhere(const tide__msg *m)
+{
+    return m->claim && m->claim->winner && m->claim->winner != m;
+}
+
+static void claim(tide__msg *m)
+{
+    if (m->claim)
+        m->claim->winner = m;
+}
+
 tide__msg *tide__match_take_posted(struct tide__match *mq, const struct tide__frame *f)
 {
     tide__msg *prev = NULL;
     for (tide__msg *m = mq->posted.head; m; prev = m, m = m->next) {
-        if (tide__frame_same_key(&m->hdr, f)) {
+        if (tide__frame_same_key(&m->hdr, f) && !claimed_elsewhere(m)) {
             tide__msgq_unlink(&mq->posted, prev, m);
+            claim(m);
             return m;
         }
     }
     return NULL;
 }
 
-struct tide__unexp *tide__match_take_unexpected(struct tide__match *mq, const tide__msg *m)
+struct tide__unexp *tide__match_take_unexpected(struct tide__match *mq, tide__msg *m)
 {
+    if (claimed_elsewhere(m))
+        return NULL;
     struct tide__unexp *prev = NULL;
     for (struct tide__unexp *ux = mq->ux_head; ux; prev = ux, ux = ux->next) {
         if (!tide__frame_same_key(&ux->hdr, &m->hdr))
@@ -31,6 +47,7 @@ struct tide__unexp *tide__match_take_unexpected(struct tide__match *mq, const ti
         if (mq->ux_tail == ux)
             mq->ux_tail = prev;
         ux->next = NULL;
+        claim(m);
         return ux;
     }
     return NULL;

@@ -27,11 +27,15 @@ struct tide__match {
     struct tide__unexp *ux_head, *ux_tail;
 };
 
-/* Find and unlink the oldest posted receive whose key matches f. */
+/* Find and unlink the oldest posted receive whose key matches f.  An
+ * any-source receive's copy it takes claims the receive (transport.h);
+ * copies claimed elsewhere are passed over. */
 tide__msg *tide__match_take_posted(struct tide__match *mq, const struct tide__frame *f);
 
-/* Find and unlink the oldest unexpected frame whose key matches m. */
-struct tide__unexp *tide__match_take_unexpected(struct tide__match *mq, const tide__msg *m);
+/* Find and unlink the oldest unexpected frame whose key matches m (and
+ * claim m's any-source receive for it); NULL if none, or if m's receive
+ * is claimed elsewhere. */
+struct tide__unexp *tide__match_take_unexpected(struct tide__match *mq, tide__msg *m);
 
 void tide__match_post(struct tide__match *mq, tide__msg *m);
 void tide__match_add_unexpected(struct tide__match *mq, struct tide__unexp *ux);

@@ -36,6 +36,15 @@ typedef struct tide_req tide_req;
  * tide__watch. */
 enum tide__msg_dir { TIDE_MSG_SEND = 0, TIDE_MSG_RECV = 1, TIDE_MSG_OP = 2, TIDE_MSG_WATCH = 3 };
 
+/* An any-source receive posts one receive to every peer, all sharing a
+ * claim: the first frame matched to any of them (match.c, on the one
+ * thread that matches for every transport) takes the claim, and from
+ * then on the others are invisible to matching until the engine
+ * withdraws them.  So exactly one frame lands in the shared buffer. */
+struct tide__claim {
+    struct tide__msg *winner; /* NULL until a frame matched one of them */
+};
+
 typedef struct tide__msg {
     struct tide__msg *next;     /* link in the transport's queues, then
                                  * in the engine's completion list */
@@ -57,8 +66,10 @@ typedef struct tide__msg {
                                  * move it in one copy): set where the sender
                                  * does nothing else with the peer meanwhile,
                                  * as down a broadcast's tree */
-    void *tpriv;                /* transport-private while posted */
     uint8_t completed;          /* engine: tide__msg_done has run */
+    void *tpriv;                /* transport-private while posted */
+    struct tide__claim *claim;  /* receive: an any-source receive's
+                                 * shared claim, or NULL */
     uint64_t trace_t0;          /* engine, TIDE_TRACE: when it was posted */
 } tide__msg;
 
