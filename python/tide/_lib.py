@@ -118,6 +118,7 @@ test = _declare("tide_test", c_int, P, POINTER(c_int))
 req_free = _declare("tide_req_free", None, P)
 req_message = _declare("tide_req_message", c_char_p, P)
 req_bytes = _declare("tide_req_bytes", SZ, P)
+req_source = _declare("tide_req_source", c_int, P)
 
 cq_create = _declare("tide_cq_create", c_int, PP)
 cq_attach = _declare("tide_cq_attach", c_int, P, P, c_uint64)

@@ -16,6 +16,7 @@ from .request import Request
 SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR = range(8)  # tide_op's values
 _OPS = {SUM: "SUM", PROD: "PROD", MIN: "MIN", MAX: "MAX", AVG: "AVG", BAND: "BAND", BOR: "BOR",
         BXOR: "BXOR"}
+_ANY_SOURCE = -1  # TIDE_ANY_SOURCE
 
 
 def _same_dtype(a, b, what):
@@ -420,9 +421,14 @@ class Comm:
         self.isend(buf, dest, tag).wait()
 
     def irecv(self, buf, source, tag=0):
-        """Receive into buf from rank source; wait() returns buf, and the
-        Request's nbytes says how many bytes arrived."""
-        self._check_root(source, "source")
+        """Receive into buf from rank source, or from whichever rank sends
+        first if source is None (MPI_ANY_SOURCE); wait() returns buf, and
+        the Request's nbytes and source say how many bytes arrived from
+        which rank."""
+        if source is None:
+            source = _ANY_SOURCE
+        else:
+            self._check_root(source, "source")
         rb = borrow(buf, "recv buf", writable=True)
         return self._post(_lib.irecv, (rb.addr, rb.nbytes, source, tag), (rb,), buf, "recv")
 

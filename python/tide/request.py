@@ -111,7 +111,7 @@ class Request:
     (torch futures, dropped requests).  Attached, the two may race, so a
     lock guards the completion, and the C request is freed by the poller
     only: tide_cq_wait still reads it when it returns the tag."""
-    __slots__ = ("_req", "_views", "_poller", "_status", "_message", "_nbytes", "result",
+    __slots__ = ("_req", "_views", "_poller", "_status", "_message", "_nbytes", "_source", "result",
                  "_lock", "_on_done", "__weakref__")
 
     def __init__(self, req, views, poller, result=None):
@@ -121,6 +121,7 @@ class Request:
         self._status = None  # None while pending, else tide's result code
         self._message = ""
         self._nbytes = 0
+        self._source = -1
         self._lock = None  # made when attached to the poller
         self._on_done = None  # run once, by whoever completes the request
         self.result = result  # what wait() returns (the output buffer)
@@ -135,6 +136,7 @@ class Request:
             if status:
                 self._message = _lib.req_message(self._req).decode(errors="replace")
             self._nbytes = _lib.req_bytes(self._req)
+            self._source = _lib.req_source(self._req)
             for v in self._views:
                 v.release()
             self._views = ()
@@ -195,6 +197,12 @@ class Request:
     def nbytes(self):
         """Bytes a completed receive got (0 otherwise)."""
         return self._nbytes
+
+    @property
+    def source(self):
+        """The rank whose message a completed receive got (the one that
+        sent first, for a receive from any rank); -1 otherwise."""
+        return self._source
 
     def _on_poller(self, on_done=None):
         """Hand this request to the poller: on_done(error or None) runs once

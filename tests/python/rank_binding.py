@@ -131,7 +131,20 @@ def case_send_recv(comm):
     rx.wait(10)
     tx.wait(10)
     assert rx.nbytes == 20, rx.nbytes
+    assert rx.source == left, rx.source
     eq(got[:5], np.full(5, left, np.int32), "ring receive")
+    # From any rank (source None), rank 0 included: each message once,
+    # the Request telling whose.
+    tx = comm.isend(np.full(2, me, np.int32), 0, tag=4)
+    if me == 0:
+        seen = []
+        for _ in range(n):
+            rx = comm.irecv(got, None, tag=4)
+            rx.wait(10)
+            assert rx.nbytes == 8 and got[0] == rx.source, (rx.nbytes, got[:2], rx.source)
+            seen.append(rx.source)
+        assert sorted(seen) == list(range(n)), seen
+    tx.wait(10)
 
 
 def case_send_recv_self(comm):

@@ -125,6 +125,16 @@ def case_p2p_and_async(ctx):
         elif r == 1:
             dist.recv(got, src=0)
             eq(got, torch.arange(4.0), "send/recv")
+        # From any source: recv(src=None) says whose message it took.
+        if r == 0:
+            seen = []
+            for _ in range(n - 1):
+                src = dist.recv(got, tag=8)
+                eq(got, torch.full((4,), float(src)), "recv from any source")
+                seen.append(src)
+            assert sorted(seen) == list(range(1, n)), seen
+        else:
+            dist.send(torch.full((4,), float(r)), dst=0, tag=8)
     works, ts = [], []
     for k in range(30):
         ts.append(torch.full((5,), float(k + r)))
