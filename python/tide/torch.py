@@ -225,6 +225,33 @@ def _raise_failed_future():
 _raise_failed_future()
 
 
+# An any-source receive's work -> its tide Request, for _source_rank.
+_sources = weakref.WeakKeyDictionary()
+
+
+def _answer_source_rank():
+    """The work torch makes from a future has no source rank of its own
+    (its C++ sourceRank() throws), so Work._source_rank, which
+    torch.distributed.recv(src=None) asks once the receive is waited on,
+    answers for an any-source receive of ours from its tide Request: -1
+    until it has completed.  Any other work goes to torch's own."""
+    original = Work._source_rank
+    if getattr(original, "_tide_checked", False):
+        return
+
+    @functools.wraps(original)
+    def _source_rank(self):
+        req = _sources.get(self)
+        if req is None:
+            return original(self)
+        return req.source
+    _source_rank._tide_checked = True
+    Work._source_rank = _source_rank
+
+
+_answer_source_rank()
+
+
 def _work(requests, result, after=None):
     completion = _Completion(requests, result, after)
     work = _create_work_from_future(completion.future)
@@ -763,8 +790,18 @@ class TideProcessGroup(ProcessGroup):
         return self._work([self.comm.irecv(d.c, src, tag) for d in dense], tensors,
                           _after_all(dense))
 
+    @_posting
     def recv_anysource(self, tensors, tag=0):
-        raise RuntimeError("tide: recv from any source is not supported (name the source)")
+        """A receive from whichever rank sends first (torch.distributed's
+        recv with src=None); the work's _source_rank() says which."""
+        tensors = _list(tensors)
+        if len(tensors) != 1:
+            _fail("recv_anysource", "requires a single-element tensor list")
+        dense = _dense(tensors)
+        req = self.comm.irecv(dense[0].c, None, tag)
+        work = self._work([req], tensors, _after_all(dense))
+        _sources[work] = req
+        return work
 
 
 def _all_succeeded(collected):
