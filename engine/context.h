@@ -476,6 +476,22 @@ void tide__scratch_free_all(struct tide__ctx *ctx);
 
 /* ---- subcomm.c ---- */
 
+/* Make a communicator of parent's ranks members[0..n-1] (parent ranks,
+ * in the new order), with this process at new rank `rank` and wire id
+ * `id` (0 and 1 are moved out of the way).  TIDE_EBUSY, logged, if
+ * another live communicator here has that id. */
+int tide__comm_new(tide_comm *parent, const int *members, int n, int rank, uint32_t id,
+                   tide_comm **out);
+
+/* FNV-1a over the bytes of v, from h (TIDE_COMM_ID_SEED to begin): how
+ * a communicator's wire id is made from what its members all know. */
+#define TIDE_COMM_ID_SEED 2166136261u
+uint32_t tide__comm_id_mix(uint32_t h, uint64_t v);
+
+/* How many groups with member-list hash `hash` this rank made from comm
+ * before (and count this one).  UINT64_MAX when out of memory. */
+uint64_t tide__comm_groups_before(tide_comm *comm, uint32_t hash);
+
 /* Drop a reference to a sub-communicator; the last one frees it. */
 void tide__comm_unref(tide_comm *comm);
 
