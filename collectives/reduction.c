@@ -1,6 +1,6 @@
 /* reduction.c - the reduction kernels: dst = a op b elementwise for every
- * dtype x op, the final division of AVG, the float16/bfloat16
- * conversions, and the public dtype/op names and sizes.
+ * dtype x op, the final division of AVG and the float16/bfloat16
+ * conversions.
  *
  * Speed: every dtype x op is one loop that gcc -O2 vectorizes (on plain
  * x86-64 all but 64-bit integer PROD/MIN/MAX, which SSE2 cannot do).  At
@@ -10,7 +10,8 @@
  * dependence" (true: dst is a, b or disjoint from both, never shifted),
  * and finishes the last n % BLOCK elements in a scalar tail.  float16 and
  * bfloat16 are widened a block at a time into float arrays on the stack,
- * combined by the float32 loops and narrowed back. */
+ * combined by the float32 loops and narrowed back.  (The dtypes' and ops'
+ * names and sizes are the public API's: engine/dtypes.c.) */
 #include "collectives/reduction.h"
 
 #include <string.h>
@@ -28,34 +29,7 @@ enum { WIDE_BLOCK = 256 };
 #define NO_CARRIED_DEPENDENCE
 #endif
 
-/* ---- names and sizes ---- */
-
-static const struct {
-    const char *name; /* as nccl-tests prints it */
-    size_t size;      /* bytes per element */
-} dtype_info[TIDE_DTYPE_COUNT] = {
-    [TIDE_INT8] = {"int8", 1},      [TIDE_UINT8] = {"uint8", 1},
-    [TIDE_INT32] = {"int32", 4},    [TIDE_UINT32] = {"uint32", 4},
-    [TIDE_INT64] = {"int64", 8},    [TIDE_UINT64] = {"uint64", 8},
-    [TIDE_FLOAT16] = {"half", 2},   [TIDE_BFLOAT16] = {"bfloat16", 2},
-    [TIDE_FLOAT32] = {"float", 4},  [TIDE_FLOAT64] = {"double", 8},
-};
-
-static const char *const op_names[TIDE_OP_COUNT] = {
-    [TIDE_SUM] = "sum", [TIDE_PROD] = "prod", [TIDE_MIN] = "min",
-    [TIDE_MAX] = "max", [TIDE_AVG] = "avg", [TIDE_BAND] = "band",
-    [TIDE_BOR] = "bor", [TIDE_BXOR] = "bxor",
-};
-
-bool tide__dtype_valid(int dtype)
-{
-    return dtype >= 0 && dtype < TIDE_DTYPE_COUNT;
-}
-
-bool tide__op_valid(int op)
-{
-    return op >= 0 && op < TIDE_OP_COUNT;
-}
+/* ---- which ops apply ---- */
 
 static bool is_bitwise(tide_op op)
 {
@@ -65,21 +39,6 @@ static bool is_bitwise(tide_op op)
 bool tide__op_fits(tide_op op, tide_dtype dtype)
 {
     return !is_bitwise(op) || dtype <= TIDE_UINT64; /* the integer dtypes come first */
-}
-
-size_t tide_dtype_size(tide_dtype dtype)
-{
-    return tide__dtype_valid((int)dtype) ? dtype_info[dtype].size : 0;
-}
-
-const char *tide_dtype_name(tide_dtype dtype)
-{
-    return tide__dtype_valid((int)dtype) ? dtype_info[dtype].name : "?";
-}
-
-const char *tide_op_name(tide_op op)
-{
-    return tide__op_valid((int)op) ? op_names[op] : "?";
 }
 
 /* ---- float bits ---- */

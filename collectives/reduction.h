@@ -10,11 +10,8 @@
 
 #include "tide.h"
 
-/* Whether the value names a tide_dtype / tide_op (the *_COUNT bounds are
- * not valid).  Takes int so that a value off the wire can be checked
- * before it is trusted as an enum. */
-bool tide__dtype_valid(int dtype);
-bool tide__op_valid(int op);
+#include "engine/dtypes.h"
+
 /* Whether op applies to dtype: the bitwise ops only to integers. */
 bool tide__op_fits(tide_op op, tide_dtype dtype);
 
