@@ -739,6 +739,12 @@ class TideProcessGroup(ProcessGroup):
         outs = self._split(output, output_split_sizes, n)
         return self._alltoallv_lists(outs, ins, result=[output])
 
+    # The single-tensor names of torch's newer backend interface (as
+    # torchcomms-style dispatchers call a backend): the calls above.
+    all_gather_single = _allgather_base
+    reduce_scatter_single = _reduce_scatter_base
+    all_to_all_single = alltoall_base
+
     @staticmethod
     def _split(t, splits, n):
         if not splits:

@@ -108,6 +108,19 @@ def case_all_to_all(ctx):
     dist.all_to_all_single(y, x, [r + 1] * n, in_splits)
     want = torch.cat([torch.full((r + 1, 2), float(100 * k + r)) for k in range(n)])
     eq(y, want, "all_to_all_single with splits")
+    # The group's single-tensor names (torch's newer backend interface),
+    # called as a dispatcher calls a backend.
+    pg = dist.distributed_c10d._get_default_group()
+    y = torch.empty(n * (r + 1), 2)
+    pg.all_to_all_single(y, x, [r + 1] * n, in_splits, None).wait()
+    eq(y, want, "pg.all_to_all_single")
+    flat = torch.empty(3 * n)
+    pg.all_gather_single(flat, torch.full((3,), float(r)), None).wait()
+    eq(flat, torch.cat([torch.full((3,), float(k)) for k in range(n)]), "pg.all_gather_single")
+    out = torch.empty(3)
+    pg.reduce_scatter_single(out, torch.arange(3.0 * n) + r, None).wait()
+    want = sum(torch.arange(3.0 * r, 3.0 * r + 3) + k for k in range(n))
+    eq(out, want, "pg.reduce_scatter_single")
 
 
 def case_p2p_and_async(ctx):
