@@ -12,6 +12,7 @@
 #include "tools/doctor_dump.h"
 
 #include <dirent.h>
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,25 +362,46 @@ static const char usage[] =
     "Exit status: 0 nothing wrong found; 1 see the report; 2 no dump could\n"
     "be read.\n";
 
-int main(int argc, char **argv)
+/* -1 to go on with the directory at argv[optind]; else the exit status
+ * (0 after --help or --version, 2 on misuse). */
+static int parse_args(int argc, char **argv)
 {
-    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        fputs(usage, stdout); /* asked for: not an error */
-        return 0;
-    }
-    if (argc == 2 && !strcmp(argv[1], "--version")) { /* no libtide here: the header's */
-        printf("tide-doctor %d.%d.%d\n", TIDE_VERSION_MAJOR, TIDE_VERSION_MINOR,
-               TIDE_VERSION_PATCH);
-        return 0;
-    }
-    if (argc != 2) {
-        fputs(usage, stderr);
+    static const struct option longs[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(usage, stdout); /* asked for: not an error */
+            return 0;
+        }
+        if (c == 'V') { /* no libtide here: the header's */
+            printf("tide-doctor %d.%d.%d\n", TIDE_VERSION_MAJOR, TIDE_VERSION_MINOR,
+                   TIDE_VERSION_PATCH);
+            return 0;
+        }
+        fputs("tide-doctor: see tide-doctor --help\n", stderr); /* getopt said what */
         return 2;
     }
+    if (argc - optind == 1)
+        return -1;
+    fprintf(stderr, "tide-doctor: %s (see tide-doctor --help)\n",
+            optind == argc ? "name the dump directory" : "one dump directory, please");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = parse_args(argc, argv);
+    if (rc >= 0)
+        return rc;
+    const char *dir = argv[optind];
     struct job j = {0};
-    int n = load(&j, argv[1]);
+    int n = load(&j, dir);
     if (n <= 0) {
-        fprintf(stderr, "tide-doctor: no readable tide-dump-*.json in %s\n", argv[1]);
+        fprintf(stderr, "tide-doctor: no readable tide-dump-*.json in %s\n", dir);
         return 2;
     }
     int *missing = malloc((size_t)j.size * sizeof *missing), nm = 0;

@@ -1,4 +1,5 @@
 /* fsdp_train_args.c - tide-fsdp-train's command line. */
+#include <getopt.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,16 +27,6 @@ static const char usage[] =
     "                       step (no_shard or hybrid_shard, sgd; launch with tide-run --keep-going)\n"
     "  --kill R@S[,R@S...]  with --elastic: rank R (of the starting world) kills itself\n"
     "                       (SIGKILL) halfway through step S's backward\n";
-
-/* Value of the option at argv[*i], or NULL (and a message) if missing. */
-static const char *value(int argc, char **argv, int *i)
-{
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "tide-fsdp-train: %s needs a value\n%s", argv[*i], usage);
-        return NULL;
-    }
-    return argv[++*i];
-}
 
 static int parse_word(const char *opt, const char *v, struct opts *o)
 {
@@ -104,14 +95,14 @@ static int parse_number(const char *opt, const char *v, struct opts *o)
         if (strcmp(opt, ints[k].name) == 0) {
             long x = strtol(v, &end, 10);
             *(int *)(void *)((char *)o + ints[k].at) = (int)x;
-            return *end || x < 0 || x > 1000000 ? -1 : 0;
+            return end == v || *end || x < 0 || x > 1000000 ? -1 : 0;
         }
     if (strcmp(opt, "--lr") == 0)
-        return (o->lr = strtof(v, &end)), *end || !(o->lr >= 0) ? -1 : 0;
+        return (o->lr = strtof(v, &end)), end == v || *end || !(o->lr >= 0) ? -1 : 0;
     if (strcmp(opt, "--seed") == 0)
-        return (o->seed = strtoull(v, &end, 10)), *end ? -1 : 0;
+        return (o->seed = strtoull(v, &end, 10)), end == v || *end || *v == '-' ? -1 : 0;
     if (strcmp(opt, "--budget") == 0)
-        return (o->budget = strtoull(v, &end, 10)), *end ? -1 : 0;
+        return (o->budget = strtoull(v, &end, 10)), end == v || *end || *v == '-' ? -1 : 0;
     if (strcmp(opt, "--sleep-ms") == 0)
         return parse_sleeps(v, o);
     if (strcmp(opt, "--kill") == 0)
@@ -141,38 +132,67 @@ static int check_elastic(const struct opts *o, int world)
     return -1;
 }
 
-/* 0: run; 1: --help was printed; -1: a usage error was printed. */
+/* Every option is long; getopt_long returns 0 for them and says which
+ * through its index, and the parsers above take it by name. */
+static const struct option longs[] = {
+    {"strategy", required_argument, NULL, 0}, {"group", required_argument, NULL, 0},
+    {"prefetch", required_argument, NULL, 0}, {"steps", required_argument, NULL, 0},
+    {"layers", required_argument, NULL, 0},   {"width", required_argument, NULL, 0},
+    {"batch", required_argument, NULL, 0},    {"accum", required_argument, NULL, 0},
+    {"optim", required_argument, NULL, 0},    {"lr", required_argument, NULL, 0},
+    {"seed", required_argument, NULL, 0},     {"replays", required_argument, NULL, 0},
+    {"comm-dtype", required_argument, NULL, 0}, {"budget", required_argument, NULL, 0},
+    {"init", required_argument, NULL, 0},     {"compute", required_argument, NULL, 0},
+    {"sleep-ms", required_argument, NULL, 0}, {"kill", required_argument, NULL, 0},
+    {"check", no_argument, NULL, 'c'},        {"compare-prefetch", no_argument, NULL, 'p'},
+    {"elastic", no_argument, NULL, 'e'},      {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
+};
+
+/* Option c (getopt's code; 0 with longs[at] for a valued one).  0 when
+ * taken, 1 after --help or --version, -1 on a usage error (printed). */
+static int take_option(int c, int at, const char *v, struct opts *o)
+{
+    switch (c) {
+    case 'h': fputs(usage, stdout); return 1;
+    case 'V': printf("tide-fsdp-train %s\n", tide_version()); return 1;
+    case 'c': o->check = 1; return 0;
+    case 'p': o->compare = 1; return 0;
+    case 'e': o->elastic = 1; return 0;
+    case 0: break;
+    default: /* getopt said what */
+        fputs("tide-fsdp-train: see tide-fsdp-train --help\n", stderr);
+        return -1;
+    }
+    char opt[40];
+    snprintf(opt, sizeof opt, "--%s", longs[at].name);
+    int rc = parse_word(opt, v, o);
+    if (rc == 1)
+        rc = parse_number(opt, v, o);
+    if (rc == 0)
+        return 0;
+    fprintf(stderr, "tide-fsdp-train: bad value '%s' for %s (see tide-fsdp-train --help)\n", v,
+            opt);
+    return -1;
+}
+
+/* 0: run; 1: --help or --version was printed; -1: a usage error was
+ * printed. */
 int train_parse_args(int argc, char **argv, struct opts *o, int world)
 {
     *o = (struct opts){.prefetch = 1, .steps = 20, .layers = 8, .width = 1024, .batch = 32,
                        .accum = 1, .replays = 3, .lr = -1, .seed = 1,
                        .comm_dtype = TIDE_FLOAT32};
-    for (int i = 1; i < argc; i++) {
-        const char *opt = argv[i], *v;
-        int rc = 1;
-        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
-            fputs(usage, stdout);
-            return 1;
-        }
-        if (strcmp(opt, "--version") == 0) {
-            printf("tide-fsdp-train %s\n", tide_version());
-            return 1;
-        }
-        if (strcmp(opt, "--check") == 0)
-            o->check = 1, rc = 0;
-        else if (strcmp(opt, "--compare-prefetch") == 0)
-            o->compare = 1, rc = 0;
-        else if (strcmp(opt, "--elastic") == 0)
-            o->elastic = 1, rc = 0;
-        else if ((v = value(argc, argv, &i)) == NULL)
-            return -1;
-        else if ((rc = parse_word(opt, v, o)) == 1)
-            rc = parse_number(opt, v, o);
-        if (rc != 0) {
-            fprintf(stderr, "tide-fsdp-train: bad option %s%s%s\n%s", opt, rc < 0 ? " " : "",
-                    rc < 0 ? argv[i] : "", usage);
-            return -1;
-        }
+    int c, at = 0;
+    while ((c = getopt_long(argc, argv, "h", longs, &at)) != -1) {
+        int rc = take_option(c, at, optarg, o);
+        if (rc != 0)
+            return rc;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "tide-fsdp-train: unexpected argument '%s' (see tide-fsdp-train "
+                        "--help)\n", argv[optind]);
+        return -1;
     }
     if (o->group == 0)
         o->group = world % 2 == 0 ? 2 : 1;

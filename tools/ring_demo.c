@@ -6,6 +6,7 @@
  * says what happens in plain words.  Run it with
  *     tide-run -n 4 -- tide-ring-demo
  * (tide-fsdp-train is the main job now.) */
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,17 +195,28 @@ static const char usage[] =
  * misuse: an argument it would otherwise ignore). */
 static int parse_args(int argc, char **argv)
 {
-    if (argc == 1)
+    static const struct option longs[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (c == 'V') {
+            printf("tide-ring-demo %s\n", tide_version());
+            return 0;
+        }
+        fputs("tide-ring-demo: see tide-ring-demo --help\n", stderr); /* getopt said what */
+        return 2;
+    }
+    if (optind == argc)
         return -1;
-    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        fputs(usage, stdout);
-        return 0;
-    }
-    if (argc == 2 && !strcmp(argv[1], "--version")) {
-        printf("tide-ring-demo %s\n", tide_version());
-        return 0;
-    }
-    fprintf(stderr, "tide-ring-demo: unexpected argument '%s'\n%s", argv[1], usage);
+    fprintf(stderr, "tide-ring-demo: unexpected argument '%s' (see tide-ring-demo --help)\n",
+            argv[optind]);
     return 2;
 }
 

@@ -20,6 +20,8 @@
 #include "tide_sim.h"
 
 #include <ctype.h>
+#include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,7 +344,8 @@ static const char usage[] =
     "                     --host-gbps (default 50)\n"
     "  -d DTYPE, -o OP    element type (default float) and reduction (default sum)\n"
     "  -r ROOT            root of broadcast and reduce (default 0)\n"
-    "  -a ALGO            force an algorithm (TIDE_ALGO_<OP>)\n";
+    "  -a ALGO            force an algorithm (TIDE_ALGO_<OP>)\n"
+    "  -h, --help         print this help; --version: tide's version\n";
 
 /* "5us" -> 5e-6 seconds; false when malformed. */
 static bool parse_time(const char *s, double *out)
@@ -357,69 +360,91 @@ static bool parse_time(const char *s, double *out)
     return true;
 }
 
-static int bad(const char *opt, const char *arg)
+/* A whole number in [min, max] into an int. */
+static bool parse_int(const char *s, long min, long max, int *out)
 {
-    fprintf(stderr, "tide-sim: bad value for %s: '%s'\n%s", opt, arg ? arg : "(missing)", usage);
-    return BENCH_EXIT_USAGE;
+    long v;
+    if (!bench_parse_long(s, min, max, &v))
+        return false;
+    *out = (int)v;
+    return true;
 }
 
-/* Take the option at argv[*i] (and its argument).  0, or an exit status. */
-static int take(struct sim_opts *so, int argc, char **argv, int *i)
+/* A rate in GB/s, above 0, as bytes per second. */
+static bool parse_gbps(const char *s, double *out)
 {
-    const char *o = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-    if (!strcmp(o, "--sweep")) {
-        so->sweep = true;
-        return 0;
+    double g;
+    if (!bench_parse_double(s, 0.0, &g) || g == 0.0)
+        return false;
+    *out = g * 1e9;
+    return true;
+}
+
+/* Apply option c (getopt's code) with its argument v: true if v is good. */
+static bool take(struct sim_opts *so, int c, const char *v)
+{
+    switch (c) {
+    case 'S': so->sweep = true; return true;
+    case 'O': return bench_parse_coll(v, &so->b.coll);
+    case 'n': return parse_int(v, 1, 1 << 20, &so->ranks);
+    case 'L': so->ranks_list = v; return true;
+    case 'b': return bench_parse_size(v, &so->b.min_bytes);
+    case 'e': return bench_parse_size(v, &so->b.max_bytes);
+    case 'f': return bench_parse_double(v, 1.0, &so->b.step_factor) && so->b.step_factor > 1;
+    case 'A': return parse_time(v, &so->alpha_s);
+    case 'J': return parse_time(v, &so->jitter_s);
+    case 'B': return parse_gbps(v, &so->bandwidth);
+    case 'P': return parse_int(v, 1, 1 << 20, &so->per_host);
+    case 'H': return parse_time(v, &so->host_alpha_s);
+    case 'G': return parse_gbps(v, &so->host_bandwidth);
+    case 'd': return bench_parse_dtype(v, &so->b.dtype);
+    case 'o': return bench_parse_redop(v, &so->b.redop);
+    case 'r': return parse_int(v, 0, INT_MAX, &so->b.root);
+    case 'a': so->b.algo = v; return true;
+    default: return false;
     }
-    if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-        fputs(usage, stdout);
-        exit(0);
+}
+
+/* -1 to run; else the exit status (0 after --help or --version). */
+static int parse_args(struct sim_opts *so, int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"sweep", no_argument, NULL, 'S'},            {"op", required_argument, NULL, 'O'},
+        {"ranks", required_argument, NULL, 'n'},      {"ranks-list", required_argument, NULL, 'L'},
+        {"bytes", required_argument, NULL, 'b'},      {"alpha", required_argument, NULL, 'A'},
+        {"jitter", required_argument, NULL, 'J'},     {"beta-gbps", required_argument, NULL, 'B'},
+        {"ranks-per-host", required_argument, NULL, 'P'},
+        {"host-alpha", required_argument, NULL, 'H'}, {"host-gbps", required_argument, NULL, 'G'},
+        {"help", no_argument, NULL, 'h'},             {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    int c, at = -1;
+    while ((c = getopt_long(argc, argv, "b:e:f:d:o:r:a:h", longs, &at)) != -1) {
+        if (c == 'h') {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (c == 'V') {
+            printf("tide-sim %s\n", tide_version());
+            return 0;
+        }
+        if (c == '?') {
+            fputs("tide-sim: see tide-sim --help\n", stderr); /* getopt said what */
+            return BENCH_EXIT_USAGE;
+        }
+        if (!take(so, c, optarg)) {
+            fprintf(stderr, "tide-sim: bad value '%s' for %s%s (see tide-sim --help)\n", optarg,
+                    at >= 0 ? "--" : "-", at >= 0 ? longs[at].name : (char[]){(char)c, 0});
+            return BENCH_EXIT_USAGE;
+        }
+        at = -1;
     }
-    if (!strcmp(o, "--version")) {
-        printf("tide-sim %s\n", tide_version());
-        exit(0);
-    }
-    if (!v)
-        return bad(o, v);
-    ++*i;
-    bool ok = true;
-    if (!strcmp(o, "--op"))
-        ok = bench_parse_coll(v, &so->b.coll);
-    else if (!strcmp(o, "--ranks"))
-        ok = (so->ranks = atoi(v)) >= 1 && so->ranks <= (1 << 20);
-    else if (!strcmp(o, "--ranks-list"))
-        so->ranks_list = v;
-    else if (!strcmp(o, "--bytes") || !strcmp(o, "-b"))
-        ok = bench_parse_size(v, &so->b.min_bytes);
-    else if (!strcmp(o, "-e"))
-        ok = bench_parse_size(v, &so->b.max_bytes);
-    else if (!strcmp(o, "-f"))
-        ok = (so->b.step_factor = atof(v)) > 1;
-    else if (!strcmp(o, "--alpha"))
-        ok = parse_time(v, &so->alpha_s);
-    else if (!strcmp(o, "--jitter"))
-        ok = parse_time(v, &so->jitter_s);
-    else if (!strcmp(o, "--beta-gbps"))
-        ok = (so->bandwidth = atof(v) * 1e9) > 0;
-    else if (!strcmp(o, "--ranks-per-host"))
-        ok = (so->per_host = atoi(v)) >= 1;
-    else if (!strcmp(o, "--host-alpha"))
-        ok = parse_time(v, &so->host_alpha_s);
-    else if (!strcmp(o, "--host-gbps"))
-        ok = (so->host_bandwidth = atof(v) * 1e9) > 0;
-    else if (!strcmp(o, "-d"))
-        ok = bench_parse_dtype(v, &so->b.dtype);
-    else if (!strcmp(o, "-o"))
-        ok = bench_parse_redop(v, &so->b.redop);
-    else if (!strcmp(o, "-r"))
-        ok = (so->b.root = atoi(v)) >= 0;
-    else if (!strcmp(o, "-a"))
-        so->b.algo = v;
-    else {
-        fprintf(stderr, "tide-sim: unknown option %s\n%s", o, usage);
+    if (optind < argc) {
+        fprintf(stderr, "tide-sim: unexpected argument '%s' (see tide-sim --help)\n",
+                argv[optind]);
         return BENCH_EXIT_USAGE;
     }
-    return ok ? 0 : bad(o, v);
+    return -1;
 }
 
 int main(int argc, char **argv)
@@ -429,13 +454,11 @@ int main(int argc, char **argv)
                           .ranks = 0, .ranks_list = "4,16,64,256,1024,4096",
                           .alpha_s = 5e-6, .bandwidth = 12.5e9, .host_alpha_s = 0.5e-6,
                           .host_bandwidth = 50e9};
-    for (int i = 1; i < argc; i++) {
-        int rc = take(&so, argc, argv, &i);
-        if (rc)
-            return rc;
-    }
+    int rc = parse_args(&so, argc, argv);
+    if (rc >= 0)
+        return rc;
     if (!so.sweep && so.ranks < 1) {
-        fprintf(stderr, "tide-sim: --ranks is required\n%s", usage);
+        fprintf(stderr, "tide-sim: --ranks is required (see tide-sim --help)\n");
         return BENCH_EXIT_USAGE;
     }
     if (so.b.root >= (so.sweep ? 1 : so.ranks)) {
@@ -451,7 +474,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "tide-sim: cannot reserve %zu bytes of buffers\n", cap);
         return BENCH_EXIT_FAIL;
     }
-    int rc;
     if (so.sweep) {
         rc = sweep(&so, send, recv, cap);
     } else {
