@@ -366,7 +366,8 @@ static void manual_page_is_made(void **state)
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = '\0';
-    assert_contains(text, ".SH NAME\ntide-run \\- start the ranks of a tide job on this host");
+    assert_contains(text, ".SH NAME\ntide-run \\- start the ranks of a tide job, here or on "
+                          "several hosts");
     assert_contains(text, "\\fB\\-\\-nnodes\\fR");
     assert_contains(text, "\\fB\\-\\-keep\\-going\\fR");
 }
@@ -453,6 +454,179 @@ static void two_launchers_make_one_job(void **state)
     assert_contains(node[0].out, "4 ranks");
     run_free(&node[0]);
     run_free(&node[1]);
+}
+
+/* ------------------------------------------------ several hosts (-H) */
+
+/* tests/fake_agent.sh: an "ssh" that runs the command on this machine. */
+static const char *fake_agent(void)
+{
+    const char *path = getenv("TIDE_FAKE_AGENT");
+    if (path == NULL || path[0] == '\0')
+        fail_msg("TIDE_FAKE_AGENT is not set; it must name tests/fake_agent.sh");
+    return path;
+}
+
+/* mpirun's habit: the program may follow the options without "--". */
+static void program_may_follow_without_dashes(void **state)
+{
+    (void)state;
+    struct run r;
+    run_to_end(&r, (const char *const[]){"-np", "2", "/bin/sh", "-c", "echo $RANK", NULL});
+    assert_int_equal(exit_code(&r), 0);
+    assert_contains(r.out, "[0] 0\n");
+    assert_contains(r.out, "[1] 1\n");
+    run_free(&r);
+}
+
+/* -H localhost:1,hostB:2 (hostB reached through the agent, on this
+ * machine): rank 0 here, ranks 1 and 2 "there", one job: one token, one
+ * port, each host's local ranks; the token never on a command line. */
+static void hosts_make_one_job_through_an_agent(void **state)
+{
+    (void)state;
+    char log[] = "/tmp/tide-agent-log-XXXXXX";
+    int fd = mkstemp(log);
+    assert_true(fd >= 0);
+    close(fd);
+    setenv("TIDE_FAKE_AGENT_LOG", log, 1);
+    struct run r;
+    run_to_end(&r, (const char *const[]){"-H", "localhost:1,hostB:2", "--addr", "127.0.0.1",
+                                         "--agent", fake_agent(), "/bin/sh", "-c", env_script,
+                                         NULL});
+    unsetenv("TIDE_FAKE_AGENT_LOG");
+    if (exit_code(&r) != 0)
+        fail_msg("exit %d; stderr:\n%s", exit_code(&r), r.err);
+    struct env_line lines[3];
+    bool seen[3] = {false};
+    char *save = NULL;
+    for (char *line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        struct env_line e;
+        parse_env_line(line, &e);
+        assert_in_range(e.prefix, 0, 2);
+        assert_false(seen[e.prefix]);
+        seen[e.prefix] = true;
+        lines[e.prefix] = e;
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_true(seen[i]);
+        assert_int_equal(lines[i].rank, i);
+        assert_int_equal(lines[i].world, 3);
+        assert_int_equal(lines[i].local_rank, i == 0 ? 0 : i - 1);
+        assert_int_equal(lines[i].local_world, i == 0 ? 1 : 2);
+        assert_string_equal(lines[i].token, lines[0].token);
+        assert_string_equal(lines[i].port, lines[0].port);
+        assert_string_equal(lines[i].addr, "127.0.0.1");
+    }
+    char said[8192] = "";
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    said[fread(said, 1, sizeof said - 1, f)] = '\0';
+    fclose(f);
+    unlink(log);
+    assert_contains(said, "hostB\n");
+    assert_contains(said, "--token-stdin\n");
+    assert_contains(said, "--first-rank\n1\n");
+    if (strstr(said, lines[0].token))
+        fail_msg("the job's token was on the agent's command line:\n%s", said);
+    run_free(&r);
+}
+
+/* A hostfile in its three spellings, with comments and blank lines;
+ * a bad line is named by its number. */
+static void hostfile_is_read(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/tide-hosts-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    dprintf(fd, "# the job's hosts\nlocalhost slots=1\n\n  hostB:2   # two\nhostC\n");
+    close(fd);
+    struct run r;
+    run_to_end(&r, (const char *const[]){"--hostfile", path, "--addr", "127.0.0.1", "--agent",
+                                         fake_agent(), "/bin/sh", "-c",
+                                         "echo $RANK/$WORLD_SIZE $LOCAL_RANK/$LOCAL_WORLD_SIZE",
+                                         NULL});
+    if (exit_code(&r) != 0)
+        fail_msg("exit %d; stderr:\n%s", exit_code(&r), r.err);
+    assert_contains(r.out, "[0] 0/4 0/1\n");
+    assert_contains(r.out, "[1] 1/4 0/2\n");
+    assert_contains(r.out, "[2] 2/4 1/2\n");
+    assert_contains(r.out, "[3] 3/4 0/1\n");
+    run_free(&r);
+    fd = open(path, O_WRONLY | O_APPEND);
+    dprintf(fd, "hostD slots=many\n");
+    close(fd);
+    run_to_end(&r, (const char *const[]){"--hostfile", path, "true", NULL});
+    unlink(path);
+    assert_int_equal(exit_code(&r), 2);
+    assert_contains(r.err, ", line 6: 'slots=many' is not slots=N");
+    run_free(&r);
+}
+
+/* A rank failing on another host ends the job with its status; the
+ * ranks here are stopped. */
+static void a_failing_host_stops_the_job(void **state)
+{
+    (void)state;
+    struct run r;
+    run_to_end(&r, (const char *const[]){"-H", "localhost:1,hostB:1", "--addr", "127.0.0.1",
+                                         "--agent", fake_agent(), "--grace", "1", "/bin/sh",
+                                         "-c", "if [ $RANK = 1 ]; then exit 3; fi; sleep 20",
+                                         NULL});
+    assert_int_equal(exit_code(&r), 3);
+    assert_contains(r.err, "host hostB's tide-run exited with status 3");
+    assert_true(r.elapsed_ms < 15000);
+    run_free(&r);
+}
+
+/* An agent named ssh gets one remote shell command: every word quoted,
+ * so spaces and quotes in the program's arguments arrive as given.  The
+ * stand-in "ssh" runs its words through sh -c, as sshd's shell would. */
+static void an_ssh_agent_gets_quoted_words(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tide-ssh-XXXXXX", ssh[PATH_MAX];
+    assert_non_null(mkdtemp(dir));
+    snprintf(ssh, sizeof ssh, "%s/ssh", dir);
+    FILE *f = fopen(ssh, "w");
+    assert_non_null(f);
+    fputs("#!/bin/sh\nshift\nexec /bin/sh -c \"$*\"\n", f);
+    fclose(f);
+    chmod(ssh, 0755);
+    struct run r;
+    run_to_end(&r, (const char *const[]){"-H", "hostB:2", "--addr", "127.0.0.1", "--agent", ssh,
+                                         "/bin/sh", "-c", "echo \"$RANK: it's  'here'\"", NULL});
+    unlink(ssh);
+    rmdir(dir);
+    if (exit_code(&r) != 0)
+        fail_msg("exit %d; stderr:\n%s", exit_code(&r), r.err);
+    assert_contains(r.out, "[0] 0: it's  'here'\n");
+    assert_contains(r.out, "[1] 1: it's  'here'\n");
+    run_free(&r);
+}
+
+/* The tide-run started through an agent watches its stdin: when the one
+ * that started it is gone, it stops its ranks rather than leave them. */
+static void ranks_stop_when_their_launcher_is_gone(void **state)
+{
+    (void)state;
+    struct run r;
+    run_start(&r, (const char *const[]){"-H", "hostB:1", "--addr", "127.0.0.1", "--agent",
+                                        fake_agent(), "--grace", "1", "/bin/sh", "-c",
+                                        "echo pid $$; exec sleep 30", NULL});
+    run_wait_for(&r, "pid ", 1);
+    int pid = atoi(strstr(r.out, "pid ") + 4);
+    assert_true(pid > 1);
+    run_kill(&r); /* SIGKILL: no chance to stop anyone itself */
+    int64_t until = now_ms() + 10000;
+    while (kill(pid, 0) == 0 && now_ms() < until)
+        usleep(20000);
+    if (kill(pid, 0) == 0) {
+        kill(pid, SIGKILL);
+        fail_msg("rank %d still ran 10 s after its launchers were gone", pid);
+    }
+    run_free(&r);
 }
 
 static void all_ranks_succeed_exits_zero(void **state)
@@ -766,7 +940,6 @@ static const struct usage_case usage_cases[] = {
      "--bind-to must be core, none or auto"},
     {"--bind-to core, too many ranks", {"--bind-to", "core", "-n", "1024", "--", "true", NULL},
      "1024 ranks but"},
-    {"no --", {"-n", "2", "true", NULL}, "put the program after --"},
     {"unknown option", {"-n", "2", "--bogus", "--", "true", NULL}, "unknown option '--bogus'"},
     {"bad port", {"--port", "70000", "-n", "1", "--", "true", NULL}, "--port"},
     {"bad grace", {"--grace", "-1", "-n", "1", "--", "true", NULL}, "--grace"},
@@ -776,9 +949,17 @@ static const struct usage_case usage_cases[] = {
     {"program path missing",
      {"-n", "2", "--", "/nonexistent/prog", NULL},
      "cannot run /nonexistent/prog"},
-    {"-H", {"-H", "a,b", "-n", "2", "--", "true", NULL}, "starts ranks on this host only"},
-    {"--hostfile", {"--hostfile", "hosts", "-n", "2", "--", "true", NULL},
-     "one tide-run per host"},
+    {"-H with a bad slot count", {"-H", "a:0,b", "--", "true", NULL}, "bad slot count in 'a:0'"},
+    {"hostfile missing", {"--hostfile", "/nonexistent/hosts", "true", NULL},
+     "cannot read hostfile /nonexistent/hosts"},
+    {"more ranks than slots", {"-np", "5", "-H", "a:2,b:2", "true", NULL},
+     "5 ranks do not fit the 4 slots"},
+    {"rank 0 here, others elsewhere, no --addr", {"-H", "localhost,elsewhere", "true", NULL},
+     "give --addr"},
+    {"-H with --nnodes", {"-H", "a,b", "--nnodes", "2", "true", NULL}, "no --nnodes here"},
+    {"--token-stdin with nothing on stdin",
+     {"--token-stdin", "--nnodes", "2", "--port", "23456", "-n", "1", "true", NULL},
+     "no token of 64 hex digits came on stdin"},
     {"--nnodes without --port", {"--nnodes", "2", "-n", "2", "--", "true", NULL},
      "needs --port"},
     {"--nnodes without a token",
@@ -906,6 +1087,12 @@ int main(void)
         LAUNCHER_TEST(mpirun_spellings_are_accepted),
         LAUNCHER_TEST(node_share_of_a_bigger_job),
         LAUNCHER_TEST(two_launchers_make_one_job),
+        LAUNCHER_TEST(program_may_follow_without_dashes),
+        LAUNCHER_TEST(hosts_make_one_job_through_an_agent),
+        LAUNCHER_TEST(hostfile_is_read),
+        LAUNCHER_TEST(a_failing_host_stops_the_job),
+        LAUNCHER_TEST(an_ssh_agent_gets_quoted_words),
+        LAUNCHER_TEST(ranks_stop_when_their_launcher_is_gone),
         LAUNCHER_TEST(all_ranks_succeed_exits_zero),
         LAUNCHER_TEST(partial_last_line_gets_prefix_and_newline),
         LAUNCHER_TEST(stderr_lines_go_to_stderr),

@@ -1,18 +1,22 @@
-/* launcher.c - tide-run: start N local ranks of a program and supervise them.
+/* launcher.c - tide-run: start the ranks of a program, here or on several
+ * hosts (launcher_hosts.c), and supervise them.
  *
- * This file owns the whole launcher.  It does not link libtide: it only
- * starts processes and relays their output.
+ * It does not link libtide: it only starts processes and relays their
+ * output.  What is about other hosts (-H, --hostfile, the agent's
+ * command) is launcher_hosts.c's; starting and watching an agent is here.
  *
  *   options      argv parsing, --help, the PATH check for the program
  *   environment  torchrun's variables, a free MASTER_PORT, TIDE_JOB_TOKEN
  *                (or, for one of several hosts, the job's), -x exports
- *   spawn        fork + execvp of one rank, bound to its core (bind.c)
+ *   spawn        fork + execvp of one rank, bound to its core (bind.c), or
+ *                of the agent that starts another host's tide-run
  *   relay        per-pipe line buffers; whole lines out, "[rank] " first
  *   supervise    signalfd, reaping, stop/kill deadlines, the poll loop
  *   main         ties them together and picks the exit status
  *
  * Single-threaded: one poll() loop over a signalfd (SIGCHLD, SIGINT,
- * SIGTERM) and the ranks' stdout/stderr pipes.  Because the signals are
+ * SIGTERM), the ranks' (and agents') stdout/stderr pipes and, started
+ * by another tide-run, the stdin it keeps open while it lives.  Because the signals are
  * blocked and read from the signalfd, no code runs in signal context.
  *
  * Failure policy: the first rank to exit non-zero or die by a signal is
@@ -24,6 +28,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -46,6 +51,7 @@
 #include <unistd.h>
 
 #include "bind.h"
+#include "launcher_hosts.h"
 #include "tide.h"
 
 enum {
@@ -81,20 +87,50 @@ struct options {
     int nnodes, node_rank; /* --nnodes, --node-rank: this launcher's share of a bigger job */
     const char *exports[MAX_EXPORTS]; /* -x NAME[=VALUE], as given */
     int nexports;
-    char **program;   /* argv after "--", NULL-terminated */
+    char **program;   /* argv after the options, NULL-terminated */
+    /* Several hosts (launcher_hosts.h): -H/--hostfile, the agent that
+     * reaches them, and which of them is this one (-1: none) */
+    struct host_plan hosts;
+    const char *agent;
+    int local_host;
+    bool addr_given;
+    /* A share of a bigger job: its size and our first rank (defaults
+     * from --nnodes); --token-stdin: the token comes on stdin, which then
+     * stays open as the starting tide-run's lifeline */
+    int world_size, first_rank;
+    bool token_stdin;
 };
 
 enum parse_result { PARSE_RUN, PARSE_HELP, PARSE_VERSION, PARSE_ERROR };
 
 static const char help_text[] =
-    "Usage: tide-run -n N [options] -- PROGRAM [ARGS...]\n"
+    "Usage: tide-run -n N [options] [--] PROGRAM [ARGS...]\n"
+    "       tide-run -H HOST[:SLOTS],... | --hostfile FILE [-n N] [options] [--] PROGRAM...\n"
     "\n"
-    "Start N local ranks of PROGRAM and wait for all of them.\n"
+    "Start N ranks of PROGRAM on this host, or on several hosts, and wait\n"
+    "for all of them.\n"
     "\n"
     "Options:\n"
-    "  -n N, -np N      number of ranks on this host, 1 to 1024 (required)\n"
+    "  -n N, -np N      number of ranks, 1 to 1024 a host (with -H or --hostfile:\n"
+    "                   the whole job's, default one per slot)\n"
+    "  -H, --host HOST[:SLOTS],...\n"
+    "                   start ranks on these hosts, filling each one's slots\n"
+    "                   (default 1) in order; rank 0 runs on the first.  This\n"
+    "                   host (localhost, 127.x or its name) runs its ranks\n"
+    "                   itself; every other host gets, through the agent, a\n"
+    "                   tide-run at this one's path (as mpirun's daemons), with\n"
+    "                   the job's token on its stdin, never on a command line.\n"
+    "                   Give PROGRAM as a path valid on every host.\n"
+    "  --hostfile FILE, --machinefile FILE\n"
+    "                   the hosts, one a line: NAME, NAME:SLOTS or NAME slots=N;\n"
+    "                   # starts a comment\n"
+    "  --agent CMD      how to reach another host: CMD HOST COMMAND... (default:\n"
+    "                   $TIDE_RUN_AGENT, else ssh; e.g. \"ip netns exec\"); an ssh\n"
+    "                   or rsh agent gets the command quoted for the remote shell\n"
     "  --port P         MASTER_PORT for the ranks (default: a free port)\n"
-    "  --addr A         MASTER_ADDR for the ranks (default: 127.0.0.1)\n"
+    "  --addr A         MASTER_ADDR for the ranks (default: 127.0.0.1, or with -H\n"
+    "                   the first host's name; required when the first host is\n"
+    "                   this one and others are not: the address they reach it at)\n"
     "  --no-prefix      ranks write straight to stdout/stderr, without\n"
     "                   the \"[rank] \" prefix on each line\n"
     "  --grace SECONDS  time between SIGTERM and SIGKILL (default: 5)\n"
@@ -125,14 +161,21 @@ static const char help_text[] =
     "                   options): give every one the same --addr (the host\n"
     "                   of node rank 0), --port and TIDE_JOB_TOKEN in the\n"
     "                   environment (64 hex digits, e.g. from\n"
-    "                   `openssl rand -hex 32`); ranks on other hosts are\n"
-    "                   not started over ssh (-H and --hostfile say so)\n"
+    "                   `openssl rand -hex 32`); what -H does for you\n"
+    "  --world-size W --first-rank K\n"
+    "                   with --nnodes: a job of W ranks of which this tide-run\n"
+    "                   starts K .. K+N-1 (hosts may differ in size)\n"
+    "  --token-stdin    read TIDE_JOB_TOKEN from the first line of stdin, and\n"
+    "                   stop the ranks when stdin closes (how -H starts the\n"
+    "                   other hosts' tide-runs)\n"
     "  -h, --help       print this help\n"
+    "  --version        print tide's version\n"
     "\n"
-    "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
-    "GROUP_RANK (the node rank), MASTER_ADDR, MASTER_PORT and TIDE_JOB_TOKEN\n"
-    "(64 hex digits, fresh for each job on one host).  OMP_NUM_THREADS and\n"
-    "OPENBLAS_NUM_THREADS default to 1.\n"
+    "Options also take one dash (-np 4, -host a,b, -hostfile F) and\n"
+    "--opt=VALUE.  Each rank gets RANK, WORLD_SIZE, LOCAL_RANK,\n"
+    "LOCAL_WORLD_SIZE, GROUP_RANK (the node rank), MASTER_ADDR, MASTER_PORT\n"
+    "and TIDE_JOB_TOKEN (64 hex digits, fresh for each job unless given).\n"
+    "OMP_NUM_THREADS and OPENBLAS_NUM_THREADS default to 1.\n"
     "\n"
     "SIGINT and SIGTERM are forwarded to every rank.  If a rank fails, the\n"
     "others get SIGTERM, and SIGKILL after the grace period.\n"
@@ -229,11 +272,6 @@ static bool apply_dump_timeout(struct options *opt, const char *value)
     return true;
 }
 
-struct value_option {
-    const char *name;
-    bool (*apply)(struct options *opt, const char *value);
-};
-
 static bool apply_bind(struct options *opt, const char *value)
 {
     if (bind_parse(value, &opt->bind))
@@ -295,76 +333,160 @@ static bool apply_node_rank(struct options *opt, const char *value)
     return true;
 }
 
-/* mpirun's ways to name remote hosts: tide-run has none (see --nnodes). */
-static bool refuse_hosts(struct options *opt, const char *value)
+static bool apply_count(const char *name, const char *value, long max, int *out)
 {
-    (void)opt;
-    (void)value;
-    usage_error("tide-run starts ranks on this host only: on several hosts run one tide-run "
-                "per host with --nnodes H --node-rank I --addr HOST0 --port P and one "
-                "TIDE_JOB_TOKEN");
-    return false;
-}
-
-static const struct value_option value_options[] = {
-    {"-n", apply_nranks},
-    {"-np", apply_nranks},
-    {"--np", apply_nranks},
-    {"-x", apply_export},
-    {"--map-by", apply_map_by},
-    {"--nnodes", apply_nnodes},
-    {"--node-rank", apply_node_rank},
-    {"-H", refuse_hosts},
-    {"--host", refuse_hosts},
-    {"--hostfile", refuse_hosts},
-    {"--machinefile", refuse_hosts},
-    {"--port", apply_port},
-    {"--addr", apply_addr},
-    {"--grace", apply_grace},
-    {"--dump-on-timeout", apply_dump_timeout},
-    {"--bind-to", apply_bind},
-};
-
-/*
- * If argv[*i] is option `name`, given as "NAME VALUE" or "NAME=VALUE",
- * returns true with *value set (NULL when the value is missing) and *i
- * moved past what was used.
- */
-static bool take_value(int argc, char **argv, int *i, const char *name, const char **value)
-{
-    const char *arg = argv[*i];
-    size_t len = strlen(name);
-
-    if (strncmp(arg, name, len) != 0)
+    long n;
+    if (!parse_int(value, 0, max, &n)) {
+        usage_error("%s must be from 0 to %ld, not '%s'", name, max, value);
         return false;
-    if (arg[len] == '=') {
-        *value = arg + len + 1;
-        return true;
     }
-    if (arg[len] != '\0')
-        return false;
-    *value = *i + 1 < argc ? argv[++*i] : NULL;
+    *out = (int)n;
     return true;
 }
 
-/* Returns -1 if argv[*i] is no value option, else 1 (applied) or 0. */
-static int apply_value_option(int argc, char **argv, int *i, struct options *opt)
+static bool apply_world_size(struct options *opt, const char *value)
 {
-    size_t count = sizeof value_options / sizeof value_options[0];
+    if (!apply_count("--world-size", value, MAX_RANKS * MAX_NODES, &opt->world_size))
+        return false;
+    if (opt->world_size > 0)
+        return true;
+    usage_error("--world-size must be 1 or more");
+    return false;
+}
 
-    for (size_t k = 0; k < count; k++) {
-        const char *name = value_options[k].name;
-        const char *value;
+static bool apply_first_rank(struct options *opt, const char *value)
+{
+    return apply_count("--first-rank", value, MAX_RANKS * MAX_NODES, &opt->first_rank);
+}
 
-        if (!take_value(argc, argv, i, name, &value))
-            continue;
-        if (value == NULL) {
-            usage_error("option %s needs a value", name);
-            return 0;
-        }
-        return value_options[k].apply(opt, value) ? 1 : 0;
+static bool apply_hosts(struct options *opt, const char *value)
+{
+    char why[160];
+    if (hosts_add_list(&opt->hosts, value, why, sizeof why) == 0)
+        return true;
+    usage_error("-H %s: %s", value, why);
+    return false;
+}
+
+static bool apply_hostfile(struct options *opt, const char *value)
+{
+    char why[1200];
+    if (hosts_add_file(&opt->hosts, value, why, sizeof why) == 0)
+        return true;
+    usage_error("%s", why);
+    return false;
+}
+
+static bool apply_agent(struct options *opt, const char *value)
+{
+    if (value[strspn(value, " ")] == '\0') {
+        usage_error("--agent must name a command (such as ssh)");
+        return false;
     }
-    return -1;
+    opt->agent = value;
+    return true;
+}
+
+/* Long options; getopt_long_only also takes them with one dash, as mpirun
+ * does (-np, -host, -hostfile), and falls back to the short option
+ * where one is a prefix of several (-n, -x, -H, -h). */
+enum {
+    OPT_PORT = 256, OPT_ADDR, OPT_NO_PREFIX, OPT_KEEP_GOING, OPT_GRACE, OPT_BIND,
+    OPT_DUMP, OPT_TAG_OUTPUT, OPT_MAP_BY, OPT_NNODES, OPT_NODE_RANK, OPT_HOSTFILE,
+    OPT_AGENT, OPT_TOKEN_STDIN, OPT_WORLD_SIZE, OPT_FIRST_RANK, OPT_VERSION,
+};
+
+static const struct option long_options[] = {
+    {"np", required_argument, NULL, 'n'},
+    {"host", required_argument, NULL, 'H'},
+    {"hostfile", required_argument, NULL, OPT_HOSTFILE},
+    {"machinefile", required_argument, NULL, OPT_HOSTFILE},
+    {"agent", required_argument, NULL, OPT_AGENT},
+    {"port", required_argument, NULL, OPT_PORT},
+    {"addr", required_argument, NULL, OPT_ADDR},
+    {"no-prefix", no_argument, NULL, OPT_NO_PREFIX},
+    {"keep-going", no_argument, NULL, OPT_KEEP_GOING},
+    {"grace", required_argument, NULL, OPT_GRACE},
+    {"bind-to", required_argument, NULL, OPT_BIND},
+    {"dump-on-timeout", required_argument, NULL, OPT_DUMP},
+    {"tag-output", no_argument, NULL, OPT_TAG_OUTPUT},
+    {"map-by", required_argument, NULL, OPT_MAP_BY},
+    {"nnodes", required_argument, NULL, OPT_NNODES},
+    {"node-rank", required_argument, NULL, OPT_NODE_RANK},
+    {"token-stdin", no_argument, NULL, OPT_TOKEN_STDIN},
+    {"world-size", required_argument, NULL, OPT_WORLD_SIZE},
+    {"first-rank", required_argument, NULL, OPT_FIRST_RANK},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+static const struct {
+    int code;
+    bool (*apply)(struct options *opt, const char *value);
+} appliers[] = {
+    {'n', apply_nranks},           {'x', apply_export},
+    {'H', apply_hosts},            {OPT_HOSTFILE, apply_hostfile},
+    {OPT_AGENT, apply_agent},      {OPT_PORT, apply_port},
+    {OPT_ADDR, apply_addr},        {OPT_GRACE, apply_grace},
+    {OPT_BIND, apply_bind},        {OPT_DUMP, apply_dump_timeout},
+    {OPT_MAP_BY, apply_map_by},    {OPT_NNODES, apply_nnodes},
+    {OPT_NODE_RANK, apply_node_rank}, {OPT_WORLD_SIZE, apply_world_size},
+    {OPT_FIRST_RANK, apply_first_rank},
+};
+
+/* Option `code` with its value; PARSE_RUN to go on. */
+static enum parse_result take_option(struct options *opt, int code, const char *value)
+{
+    switch (code) {
+    case 'h': return PARSE_HELP;
+    case OPT_VERSION: return PARSE_VERSION;
+    case OPT_NO_PREFIX: opt->no_prefix = true; return PARSE_RUN;
+    case OPT_KEEP_GOING: opt->keep_going = true; return PARSE_RUN;
+    case OPT_TAG_OUTPUT: return PARSE_RUN; /* tide-run's prefix is mpirun's tag */
+    case OPT_TOKEN_STDIN: opt->token_stdin = true; return PARSE_RUN;
+    default: break;
+    }
+    for (size_t k = 0; k < sizeof appliers / sizeof appliers[0]; k++)
+        if (appliers[k].code == code)
+            return appliers[k].apply(opt, value) ? PARSE_RUN : PARSE_ERROR;
+    return PARSE_ERROR;
+}
+
+static bool is_token(const char *t)
+{
+    return t && strlen(t) == 2 * TOKEN_BYTES &&
+           strspn(t, "0123456789abcdefABCDEF") == 2 * TOKEN_BYTES;
+}
+
+/* --token-stdin: the job's token is the first line on stdin, from the
+ * tide-run that started this one (waited for at most 30 s). */
+static int read_token_stdin(void)
+{
+    char line[2 * TOKEN_BYTES + 2];
+    size_t got = 0;
+    while (got < sizeof line - 1 && (got == 0 || line[got - 1] != '\n')) {
+        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+        if (poll(&p, 1, 30000) <= 0)
+            break;
+        ssize_t n = read(STDIN_FILENO, line + got, sizeof line - 1 - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    line[got] = '\0';
+    line[strcspn(line, "\n")] = '\0';
+    if (!is_token(line)) {
+        usage_error("--token-stdin: no token of 64 hex digits came on stdin within 30 s");
+        return -1;
+    }
+    if (setenv("TIDE_JOB_TOKEN", line, 1) != 0) {
+        fprintf(stderr, "tide-run: setenv: %s\n", strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 /* A job over several tide-runs: they must meet at one address and port,
@@ -375,6 +497,11 @@ static enum parse_result check_nodes(const struct options *opt)
         usage_error("--node-rank %d is not below --nnodes %d", opt->node_rank, opt->nnodes);
         return PARSE_ERROR;
     }
+    if (opt->first_rank + opt->nranks > opt->world_size) {
+        usage_error("ranks %d..%d are not in a job of %d (--first-rank, -n, --world-size)",
+                    opt->first_rank, opt->first_rank + opt->nranks - 1, opt->world_size);
+        return PARSE_ERROR;
+    }
     if (opt->nnodes == 1)
         return PARSE_RUN;
     if (opt->port == 0) {
@@ -382,9 +509,7 @@ static enum parse_result check_nodes(const struct options *opt)
                     opt->nnodes);
         return PARSE_ERROR;
     }
-    const char *token = getenv("TIDE_JOB_TOKEN");
-    if (!token || strlen(token) != 2 * TOKEN_BYTES ||
-        strspn(token, "0123456789abcdefABCDEF") != 2 * TOKEN_BYTES) {
+    if (!is_token(getenv("TIDE_JOB_TOKEN"))) {
         usage_error("--nnodes %d needs TIDE_JOB_TOKEN set to the job's 64 hex digits, the "
                     "same for every tide-run (e.g. openssl rand -hex 32)", opt->nnodes);
         return PARSE_ERROR;
@@ -392,56 +517,97 @@ static enum parse_result check_nodes(const struct options *opt)
     return PARSE_RUN;
 }
 
-static enum parse_result check_options(const struct options *opt)
+/* -H or --hostfile: place the ranks; this tide-run starts those of this
+ * host (if it is one of them) and, through the agent, every other
+ * host's tide-run. */
+static enum parse_result plan_hosts(struct options *opt)
 {
-    if (opt->nranks == 0) {
-        usage_error("missing -n N (the number of ranks)");
+    char why[160];
+    struct host_plan *p = &opt->hosts;
+    if (opt->nnodes > 1 || opt->token_stdin) {
+        usage_error("-H and --hostfile start every host's tide-run: no --nnodes here");
         return PARSE_ERROR;
     }
-    if (check_nodes(opt) != PARSE_RUN)
-        return PARSE_ERROR;
-    if (opt->program == NULL || opt->program[0] == NULL) {
-        usage_error("missing program: put it after --");
+    if (hosts_place(p, opt->nranks, why, sizeof why) != 0) {
+        usage_error("%s", why);
         return PARSE_ERROR;
     }
+    opt->nranks = 0;
+    opt->nnodes = p->n;
+    opt->world_size = p->world;
+    opt->local_host = -1;
+    for (int i = 0; i < p->n; i++) {
+        if (!p->hosts[i].local)
+            continue;
+        if (opt->local_host >= 0) {
+            usage_error("%s and %s both name this host", p->hosts[opt->local_host].name,
+                        p->hosts[i].name);
+            return PARSE_ERROR;
+        }
+        opt->local_host = i;
+        opt->nranks = p->hosts[i].nranks;
+        opt->first_rank = p->hosts[i].first_rank;
+        opt->node_rank = i;
+    }
+    bool remote = opt->nnodes > (opt->local_host >= 0);
+    if (remote && !opt->addr_given && p->hosts[0].local) {
+        usage_error("rank 0 runs here: give --addr, the address the other hosts reach this "
+                    "one at");
+        return PARSE_ERROR;
+    }
+    if (!opt->addr_given)
+        opt->addr = p->hosts[0].name;
     return PARSE_RUN;
+}
+
+static enum parse_result check_options(struct options *opt)
+{
+    if (opt->program == NULL || opt->program[0] == NULL) {
+        usage_error("missing program: put it after the options (or after --)");
+        return PARSE_ERROR;
+    }
+    if (opt->hosts.n > 0)
+        return plan_hosts(opt);
+    if (opt->nranks == 0) {
+        usage_error("missing -n N (the number of ranks), or -H/--hostfile");
+        return PARSE_ERROR;
+    }
+    if (opt->world_size == 0)
+        opt->world_size = opt->nnodes * opt->nranks;
+    if (opt->first_rank < 0)
+        opt->first_rank = opt->node_rank * opt->nranks;
+    return check_nodes(opt);
 }
 
 static enum parse_result parse_args(int argc, char **argv, struct options *opt)
 {
-    *opt = (struct options){.addr = "127.0.0.1", .grace_ms = DEFAULT_GRACE_MS, .nnodes = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-
-        if (strcmp(arg, "--") == 0) {
-            opt->program = argv + i + 1;
-            break;
-        }
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0)
-            return PARSE_HELP;
-        if (strcmp(arg, "--version") == 0)
-            return PARSE_VERSION;
-        if (strcmp(arg, "--no-prefix") == 0) {
-            opt->no_prefix = true;
-            continue;
-        }
-        if (strcmp(arg, "--keep-going") == 0) {
-            opt->keep_going = true;
-            continue;
-        }
-        if (strcmp(arg, "--tag-output") == 0)
-            continue; /* tide-run's prefix is mpirun's tag */
-        int applied = apply_value_option(argc, argv, &i, opt);
-        if (applied == 0)
+    *opt = (struct options){.addr = "127.0.0.1", .grace_ms = DEFAULT_GRACE_MS, .nnodes = 1,
+                            .first_rank = -1, .local_host = -1};
+    const char *agent = getenv("TIDE_RUN_AGENT");
+    opt->agent = agent && *agent ? agent : "ssh";
+    int code;
+    /* '+': options stop at the program, as mpirun's do; ':' and opterr 0:
+     * getopt's complaints in our words. */
+    opterr = 0;
+    while ((code = getopt_long_only(argc, argv, "+:n:x:H:h", long_options, NULL)) != -1) {
+        if (code == ':' || code == '?') {
+            const char *arg = argv[optind - 1];
+            if (code == ':')
+                usage_error("option %s needs a value", arg);
+            else
+                usage_error("unknown option '%s'", arg);
             return PARSE_ERROR;
-        if (applied == 1)
-            continue;
-        if (arg[0] == '-')
-            usage_error("unknown option '%s'", arg);
-        else
-            usage_error("unexpected '%s': put the program after --", arg);
-        return PARSE_ERROR;
+        }
+        if (code == OPT_ADDR)
+            opt->addr_given = true;
+        enum parse_result r = take_option(opt, code, optarg);
+        if (r != PARSE_RUN)
+            return r;
     }
+    if (optind < argc)
+        opt->program = argv + optind;
+    if (opt->token_stdin && read_token_stdin() != 0)
+        return PARSE_ERROR;
     return check_options(opt);
 }
 
@@ -602,19 +768,27 @@ static int export_variables(const struct options *opt)
     return 0;
 }
 
-static int setup_environment(const struct options *opt)
+static int setup_environment(struct options *opt)
 {
     char world[16], local_world[16], node[16], port[16], token[2 * TOKEN_BYTES + 1];
     int port_number = opt->port;
 
-    if (port_number == 0 && (port_number = pick_free_port(opt->addr)) < 0)
+    /* Starting other hosts' tide-runs, the address may be another
+     * host's: a port free here is the best guess. */
+    const char *bind_addr = opt->hosts.n > 0 ? "0.0.0.0" : opt->addr;
+    if (port_number == 0 && (port_number = pick_free_port(bind_addr)) < 0)
         return -1;
-    /* One host: a fresh token.  Several: the one every tide-run was given. */
-    if (opt->nnodes > 1)
-        snprintf(token, sizeof token, "%s", getenv("TIDE_JOB_TOKEN"));
+    /* One job of several tide-runs: the token every one was given, or for
+     * -H and --hostfile the one given here if any.  Else a fresh one. */
+    const char *given = getenv("TIDE_JOB_TOKEN");
+    if (opt->nnodes > 1 && !opt->hosts.n)
+        snprintf(token, sizeof token, "%s", given);
+    else if (opt->hosts.n && is_token(given))
+        snprintf(token, sizeof token, "%s", given);
     else if (make_token(token) != 0)
         return -1;
-    snprintf(world, sizeof world, "%d", opt->nnodes * opt->nranks);
+    opt->port = port_number;
+    snprintf(world, sizeof world, "%d", opt->world_size);
     snprintf(local_world, sizeof local_world, "%d", opt->nranks);
     snprintf(node, sizeof node, "%d", opt->node_rank);
     snprintf(port, sizeof port, "%d", port_number);
@@ -642,21 +816,31 @@ struct stream {
     char *buf;  /* LINE_CAP bytes */
 };
 
+/* A process we start: a rank of this host, or (-H, --hostfile) the
+ * agent that starts another host's tide-run, whose lines come already
+ * prefixed and pass as they are. */
 struct rank {
+    char **argv;       /* an agent: its command (launcher_hosts.h) */
     pid_t pid;         /* 0 before fork and once reaped */
-    struct stream out; /* the rank's stdout */
-    struct stream err; /* the rank's stderr */
+    struct stream out; /* its stdout */
+    struct stream err; /* its stderr */
+    int host;          /* an agent: the host's index in opt.hosts; -1: a rank */
+    int lifeline;      /* an agent: the write end of its stdin, which carries
+                        * the token and stays open while we live */
 };
 
 struct failure {
-    int rank;        /* first failing rank; -1 while none */
-    int wait_status; /* its waitpid status */
-    int spawn_errno; /* non-zero: the rank could not be started */
+    int rank;         /* first failing rank (a host's first); -1 while none */
+    const char *host; /* the host whose tide-run failed; NULL: a rank here */
+    int wait_status;  /* its waitpid status */
+    int spawn_errno;  /* non-zero: it could not be started */
 };
 
 struct launcher {
     struct options opt;
-    struct rank *ranks;             /* opt.nranks entries */
+    struct rank *ranks;             /* the ranks here, then one agent per other host */
+    int nprocs;                     /* entries in ranks */
+    int lifeline_fd;                /* --token-stdin: stdin, watched; -1: none */
     int live;                       /* ranks forked, not yet reaped */
     int open_streams;               /* pipes not yet closed */
     int signal_fd;                  /* SIGCHLD, SIGINT, SIGTERM */
@@ -680,7 +864,7 @@ struct launcher {
 /* Rank `local` of this launcher in the whole job (--nnodes). */
 static int global_rank(const struct launcher *l, int local)
 {
-    return l->opt.node_rank * l->opt.nranks + local;
+    return l->opt.first_rank + local;
 }
 
 static int64_t now_ms(void)
@@ -718,7 +902,9 @@ static void write_all(int fd, const char *buf, size_t len)
 /* One write per line, so lines of different ranks never mix. */
 static void emit_line(struct launcher *l, const struct stream *s, const char *line, size_t len)
 {
-    int prefix_len = snprintf(l->scratch, PREFIX_CAP, "[%d] ", global_rank(l, s->rank));
+    int prefix_len = 0;
+    if (l->ranks[s->rank].host < 0)
+        prefix_len = snprintf(l->scratch, PREFIX_CAP, "[%d] ", global_rank(l, s->rank));
 
     memcpy(l->scratch + prefix_len, line, len);
     l->scratch[(size_t)prefix_len + len] = '\n';
@@ -781,7 +967,7 @@ static int stream_read(struct launcher *l, struct stream *s)
  */
 static void drain_all_now(struct launcher *l)
 {
-    for (int i = 0; i < l->opt.nranks; i++) {
+    for (int i = 0; i < l->nprocs; i++) {
         struct stream *pair[2] = {&l->ranks[i].out, &l->ranks[i].err};
 
         for (int k = 0; k < 2; k++) {
@@ -896,11 +1082,66 @@ static int spawn_rank(struct launcher *l, int i)
     return 0;
 }
 
+/* Runs in the forked child of an agent; never returns. */
+_Noreturn static void run_agent(const struct launcher *l, const struct rank *a, int in_fd,
+                                int out_fd, int err_fd)
+{
+    if (dup2(in_fd, STDIN_FILENO) < 0 ||
+        (out_fd >= 0 && (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0)))
+        _exit(EXIT_EXEC_FAILED);
+    sigprocmask(SIG_SETMASK, &l->child_mask, NULL);
+    sigaction(SIGPIPE, &l->child_sigpipe, NULL);
+    if (l->child_nofile.rlim_cur != 0)
+        setrlimit(RLIMIT_NOFILE, &l->child_nofile);
+    execvp(a->argv[0], a->argv);
+    dprintf(STDERR_FILENO, "tide-run: cannot run the agent %s: %s\n", a->argv[0],
+            strerror(errno));
+    _exit(EXIT_EXEC_FAILED);
+}
+
+/* Forks the agent at ranks[i] and hands it the job's token on the pipe
+ * that is its stdin (kept open: the other end's lifeline).  0 or an
+ * errno; on error nothing is left open. */
+static int spawn_agent(struct launcher *l, int i)
+{
+    struct rank *a = &l->ranks[i];
+    int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+    int err = 0;
+    if (pipe2(in_pipe, O_CLOEXEC) != 0 ||
+        (!l->opt.no_prefix && (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)))
+        err = errno;
+    pid_t pid = err == 0 ? fork() : -1;
+    if (pid < 0 && err == 0)
+        err = errno;
+    if (err != 0) {
+        close_pipe(in_pipe);
+        close_pipe(out_pipe);
+        close_pipe(err_pipe);
+        return err;
+    }
+    if (pid == 0)
+        run_agent(l, a, in_pipe[0], out_pipe[1], err_pipe[1]);
+    a->pid = pid;
+    l->live++;
+    close(in_pipe[0]);
+    a->lifeline = in_pipe[1];
+    char line[2 * TOKEN_BYTES + 2];
+    int n = snprintf(line, sizeof line, "%s\n", getenv("TIDE_JOB_TOKEN"));
+    write_all(a->lifeline, line, (size_t)n); /* 65 bytes: a pipe takes them at once */
+    if (l->opt.no_prefix)
+        return 0;
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    stream_open(l, &a->out, out_pipe[0]);
+    stream_open(l, &a->err, err_pipe[0]);
+    return 0;
+}
+
 /* -------------------------------------------------------------- supervise */
 
 static void signal_all(const struct launcher *l, int sig)
 {
-    for (int i = 0; i < l->opt.nranks; i++)
+    for (int i = 0; i < l->nprocs; i++)
         if (l->ranks[i].pid > 0)
             kill(l->ranks[i].pid, sig);
 }
@@ -917,19 +1158,42 @@ static void begin_stop(struct launcher *l, int sig)
 
 static void spawn_all(struct launcher *l)
 {
-    for (int i = 0; i < l->opt.nranks; i++) {
-        int err = spawn_rank(l, i);
+    for (int i = 0; i < l->nprocs; i++) {
+        int host = l->ranks[i].host;
+        int err = host < 0 ? spawn_rank(l, i) : spawn_agent(l, i);
 
         if (err == 0)
             continue;
-        l->failure = (struct failure){.rank = global_rank(l, i), .spawn_errno = err};
+        l->failure = (struct failure){.rank = host < 0 ? global_rank(l, i) : 0,
+                                      .host = host < 0 ? NULL : l->opt.hosts.hosts[host].name,
+                                      .spawn_errno = err};
         begin_stop(l, SIGTERM);
         return;
     }
 }
 
+/* An agent's end: its host's tide-run ended with the status of the
+ * first rank there to fail, which that tide-run has already named. */
+static void note_agent_exit(struct launcher *l, int i, int status)
+{
+    const struct host *h = &l->opt.hosts.hosts[l->ranks[i].host];
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        l->exited_ok += h->nranks;
+        return;
+    }
+    if (l->failure.rank < 0)
+        l->failure = (struct failure){.rank = h->first_rank, .host = h->name,
+                                      .wait_status = status};
+    if (!l->stopping)
+        begin_stop(l, SIGTERM);
+}
+
 static void note_exit(struct launcher *l, int local, int status)
 {
+    if (l->ranks[local].host >= 0) {
+        note_agent_exit(l, local, status);
+        return;
+    }
     int rank = global_rank(l, local); /* what the messages and the job call it */
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         l->exited_ok++;
@@ -952,7 +1216,7 @@ static void note_exit(struct launcher *l, int local, int status)
 
 static int rank_of_pid(const struct launcher *l, pid_t pid)
 {
-    for (int i = 0; i < l->opt.nranks; i++)
+    for (int i = 0; i < l->nprocs; i++)
         if (l->ranks[i].pid == pid)
             return i;
     return -1;
@@ -1036,7 +1300,7 @@ static nfds_t build_poll_set(struct launcher *l)
     nfds_t n = 0;
 
     l->pfds[n++] = (struct pollfd){.fd = l->signal_fd, .events = POLLIN};
-    for (int i = 0; i < l->opt.nranks; i++) {
+    for (int i = 0; i < l->nprocs; i++) {
         struct stream *pair[2] = {&l->ranks[i].out, &l->ranks[i].err};
 
         for (int k = 0; k < 2; k++) {
@@ -1046,7 +1310,28 @@ static nfds_t build_poll_set(struct launcher *l)
             l->pfds[n++] = (struct pollfd){.fd = pair[k]->fd, .events = POLLIN};
         }
     }
+    if (l->lifeline_fd >= 0 && !l->stopping) {
+        l->polled[n - 1] = NULL; /* not a stream: see watch_lifeline */
+        l->pfds[n++] = (struct pollfd){.fd = l->lifeline_fd, .events = POLLIN};
+    }
     return n;
+}
+
+/* --token-stdin: our stdin closes when the tide-run that started us (on
+ * another host, through ssh) is gone or stops the job.  Then we stop
+ * too, as mpirun's daemons do when their launcher goes. */
+static void watch_lifeline(struct launcher *l)
+{
+    char drop[64];
+    ssize_t n = read(l->lifeline_fd, drop, sizeof drop);
+    if (n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN)))
+        return;
+    l->lifeline_fd = -1;
+    if (l->stopping)
+        return;
+    fprintf(stderr, "tide-run: the tide-run that started this host's ranks is gone: "
+                    "stopping them\n");
+    begin_stop(l, SIGTERM);
 }
 
 /*
@@ -1068,9 +1353,14 @@ static int run_loop(struct launcher *l)
         if (l->pfds[0].revents != 0)
             handle_signals(l);
         /* One read per pipe per pass, so no rank can starve others. */
-        for (nfds_t k = 1; k < n; k++)
-            if (l->pfds[k].revents != 0 && l->polled[k - 1]->fd >= 0)
+        for (nfds_t k = 1; k < n; k++) {
+            if (l->pfds[k].revents == 0)
+                continue;
+            if (l->polled[k - 1] == NULL)
+                watch_lifeline(l);
+            else if (l->polled[k - 1]->fd >= 0)
                 stream_read(l, l->polled[k - 1]);
+        }
         handle_deadlines(l);
     }
     return 0;
@@ -1085,9 +1375,24 @@ static int report_failure(const struct failure *f)
 
     if (f->rank < 0)
         return 0;
+    if (f->spawn_errno != 0 && f->host) {
+        fprintf(stderr, "tide-run: cannot start the agent for host %s: %s\n", f->host,
+                strerror(f->spawn_errno));
+        return EXIT_FAILURE_LAUNCHER;
+    }
     if (f->spawn_errno != 0) {
         fprintf(stderr, "tide-run: cannot start rank %d: %s\n", f->rank, strerror(f->spawn_errno));
         return EXIT_FAILURE_LAUNCHER;
+    }
+    if (f->host && WIFEXITED(st)) {
+        fprintf(stderr, "tide-run: host %s's tide-run exited with status %d\n", f->host,
+                WEXITSTATUS(st));
+        return WEXITSTATUS(st);
+    }
+    if (f->host) {
+        fprintf(stderr, "tide-run: host %s's tide-run (or its agent) was killed by signal %d "
+                        "(%s)\n", f->host, WTERMSIG(st), strsignal(WTERMSIG(st)));
+        return 128 + WTERMSIG(st);
     }
     if (WIFEXITED(st)) {
         fprintf(stderr, "tide-run: rank %d exited with status %d\n", f->rank, WEXITSTATUS(st));
@@ -1116,7 +1421,7 @@ static void ensure_std_fds(void)
 static void raise_fd_limit(struct launcher *l)
 {
     struct rlimit lim;
-    rlim_t need = (rlim_t)l->opt.nranks * 2 + 32;
+    rlim_t need = (rlim_t)l->nprocs * 3 + 32;
 
     if (getrlimit(RLIMIT_NOFILE, &lim) != 0)
         return;
@@ -1128,24 +1433,99 @@ static void raise_fd_limit(struct launcher *l)
 }
 
 /* Allocates the buffers and takes over the signals.  0 or -1. */
+/* The options every other host's tide-run is started with (beside its
+ * -n, --first-rank and --node-rank): the job's shape and meeting point,
+ * and what this tide-run was told.  Static strings, ones in `store` (5
+ * of NUM_CAP bytes) and ones it allocates in owned[0..nexports-1]. */
+enum { NUM_CAP = 24, NEED_WORDS = 2 * MAX_EXPORTS + 24 };
+
+static void remote_tail(const struct options *opt, const char **tail, char (*store)[NUM_CAP],
+                        char **owned)
+{
+    static const char *const binds[] = {[BIND_AUTO] = "auto", [BIND_CORE] = "core",
+                                        [BIND_NONE] = "none"};
+    int n = 0;
+    snprintf(store[0], NUM_CAP, "%d", opt->nnodes);
+    snprintf(store[1], NUM_CAP, "%d", opt->world_size);
+    snprintf(store[2], NUM_CAP, "%d", opt->port);
+    snprintf(store[3], NUM_CAP, "%.3f", (double)opt->grace_ms / 1000);
+    snprintf(store[4], NUM_CAP, "%.3f", (double)opt->dump_after_ms / 1000);
+    const char *words[] = {"--nnodes", store[0], "--world-size", store[1], "--addr", opt->addr,
+                           "--port", store[2], "--grace", store[3], "--bind-to",
+                           binds[opt->bind], "--token-stdin"};
+    for (size_t k = 0; k < sizeof words / sizeof words[0]; k++)
+        tail[n++] = words[k];
+    if (opt->keep_going)
+        tail[n++] = "--keep-going";
+    if (opt->no_prefix)
+        tail[n++] = "--no-prefix";
+    if (opt->dump_after_ms) {
+        tail[n++] = "--dump-on-timeout";
+        tail[n++] = store[4];
+    }
+    /* -x NAME or NAME=VALUE: exported there as NAME=VALUE, the value it
+     * has here (export_variables has put it in our environment). */
+    for (int i = 0; i < opt->nexports; i++) {
+        const char *name = opt->exports[i];
+        tail[n++] = "-x";
+        tail[n] = name;
+        if (!strchr(name, '=') && asprintf(&owned[i], "%s=%s", name, getenv(name)) > 0)
+            tail[n] = owned[i];
+        n++;
+    }
+    tail[n] = NULL;
+}
+
+/* One agent per host other than this one, after the ranks here. */
+static int make_agents(struct launcher *l)
+{
+    const struct options *opt = &l->opt;
+    const char *tail[NEED_WORDS];
+    char store[5][NUM_CAP], self[PATH_MAX], *owned[MAX_EXPORTS] = {NULL};
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        return -1;
+    self[len] = '\0'; /* the other hosts run the tide-run installed where this one is */
+    remote_tail(opt, tail, store, owned);
+    int k = opt->nranks, rc = 0;
+    for (int h = 0; h < opt->hosts.n && rc == 0; h++) {
+        if (h == opt->local_host)
+            continue;
+        struct rank *a = &l->ranks[k++];
+        a->host = h;
+        a->argv = hosts_remote_argv(opt->agent, &opt->hosts.hosts[h], h, self,
+                                    (char *const *)tail, opt->program);
+        rc = a->argv ? 0 : -1;
+    }
+    for (int i = 0; i < opt->nexports; i++)
+        free(owned[i]);
+    return rc;
+}
+
 static int launcher_init(struct launcher *l)
 {
-    int n = l->opt.nranks;
+    int n = l->opt.nranks + l->opt.hosts.n - (l->opt.local_host >= 0);
     sigset_t handled;
     struct sigaction ignore = {.sa_handler = SIG_IGN};
 
+    if (l->opt.hosts.n == 0)
+        n = l->opt.nranks;
+    l->nprocs = n;
     l->signal_fd = -1;
+    l->lifeline_fd = l->opt.token_stdin ? STDIN_FILENO : -1;
     l->failure.rank = -1;
     l->lost.rank = -1;
     l->ranks = calloc((size_t)n, sizeof *l->ranks);
     l->scratch = malloc(PREFIX_CAP + LINE_CAP + 1);
-    l->pfds = calloc((size_t)n * 2 + 1, sizeof *l->pfds);
-    l->polled = calloc((size_t)n * 2, sizeof *l->polled);
+    l->pfds = calloc((size_t)n * 2 + 2, sizeof *l->pfds);
+    l->polled = calloc((size_t)n * 2 + 1, sizeof *l->polled);
     if (!l->ranks || !l->scratch || !l->pfds || !l->polled)
         return -1;
     for (int i = 0; i < n; i++) {
         struct rank *r = &l->ranks[i];
 
+        r->host = -1;
+        r->lifeline = -1;
         r->out = (struct stream){.fd = -1, .rank = i, .out_fd = 1};
         r->err = (struct stream){.fd = -1, .rank = i, .out_fd = 2};
         if (l->opt.no_prefix)
@@ -1170,15 +1550,19 @@ static int launcher_init(struct launcher *l)
         return -1;
     if (!l->opt.no_prefix)
         raise_fd_limit(l);
-    return 0;
+    return make_agents(l);
 }
 
 static void launcher_free(struct launcher *l)
 {
-    for (int i = 0; l->ranks != NULL && i < l->opt.nranks; i++) {
+    for (int i = 0; l->ranks != NULL && i < l->nprocs; i++) {
         free(l->ranks[i].out.buf);
         free(l->ranks[i].err.buf);
+        hosts_argv_free(l->ranks[i].argv);
+        if (l->ranks[i].lifeline >= 0)
+            close(l->ranks[i].lifeline);
     }
+    hosts_free(&l->opt.hosts);
     free(l->ranks);
     free(l->scratch);
     free(l->pfds);
@@ -1205,7 +1589,7 @@ int main(int argc, char **argv)
     case PARSE_RUN:
         break;
     }
-    int err = find_program(l.opt.program[0]);
+    int err = l.opt.nranks > 0 ? find_program(l.opt.program[0]) : 0;
     if (err != 0) {
         fprintf(stderr, "tide-run: cannot run %s: %s\n", l.opt.program[0], strerror(err));
         return EXIT_USAGE;
@@ -1213,7 +1597,7 @@ int main(int argc, char **argv)
     if (setup_environment(&l.opt) != 0)
         return EXIT_USAGE;
     char why[160];
-    if (bind_plan_make(&l.bind, l.opt.bind, l.opt.nranks, why, sizeof why) != 0) {
+    if (l.opt.nranks > 0 && bind_plan_make(&l.bind, l.opt.bind, l.opt.nranks, why, sizeof why)) {
         usage_error("%s", why);
         return EXIT_USAGE;
     }
