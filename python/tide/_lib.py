@@ -3,7 +3,7 @@
 Where the library comes from, first match wins:
   1. $TIDE_LIBRARY, a path to libtide.so (tests point it at the build dir);
   2. libtide.so.0 inside the package, where `pip install .` puts it
-     (setup.py);
+     (meson-python, meson.build's wheel option);
   3. the libdir recorded by `meson install` in _install.py;
   4. a build directory next to the source tree (../../build), for running
      from a checkout with PYTHONPATH=python;
