@@ -1572,12 +1572,11 @@ static void launcher_free(struct launcher *l)
         close(l->signal_fd);
 }
 
-int main(int argc, char **argv)
+/* Everything before the launch: the options, the program, the job's
+ * environment, where ranks go.  -1 to launch; else our exit status. */
+static int prepare(struct launcher *l, int argc, char **argv)
 {
-    struct launcher l = {0};
-
-    ensure_std_fds();
-    switch (parse_args(argc, argv, &l.opt)) {
+    switch (parse_args(argc, argv, &l->opt)) {
     case PARSE_HELP:
         fputs(help_text, stdout);
         return 0;
@@ -1589,17 +1588,31 @@ int main(int argc, char **argv)
     case PARSE_RUN:
         break;
     }
-    int err = l.opt.nranks > 0 ? find_program(l.opt.program[0]) : 0;
+    int err = l->opt.nranks > 0 ? find_program(l->opt.program[0]) : 0;
     if (err != 0) {
-        fprintf(stderr, "tide-run: cannot run %s: %s\n", l.opt.program[0], strerror(err));
+        fprintf(stderr, "tide-run: cannot run %s: %s\n", l->opt.program[0], strerror(err));
         return EXIT_USAGE;
     }
-    if (setup_environment(&l.opt) != 0)
+    if (setup_environment(&l->opt) != 0)
         return EXIT_USAGE;
     char why[160];
-    if (l.opt.nranks > 0 && bind_plan_make(&l.bind, l.opt.bind, l.opt.nranks, why, sizeof why)) {
+    if (l->opt.nranks > 0 && bind_plan_make(&l->bind, l->opt.bind, l->opt.nranks, why, sizeof why)) {
         usage_error("%s", why);
         return EXIT_USAGE;
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    struct launcher l = {0};
+
+    ensure_std_fds();
+    int early = prepare(&l, argc, argv);
+    if (early >= 0) {
+        hosts_free(&l.opt.hosts);
+        bind_plan_free(&l.bind);
+        return early;
     }
     say_binding(&l.bind);
     if (launcher_init(&l) != 0) {
