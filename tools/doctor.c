@@ -9,6 +9,7 @@
  * Exit status: 0 when nothing looks wrong, 1 when something does, 2 when
  * the dumps cannot be read. */
 #include "tide.h"
+#include "tools/cli.h"
 #include "tools/doctor_dump.h"
 
 #include <dirent.h>
@@ -366,27 +367,13 @@ static const char usage[] =
  * (0 after --help or --version, 2 on misuse). */
 static int parse_args(int argc, char **argv)
 {
-    static const struct option longs[] = {
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
-        if (c == 'h') {
-            fputs(usage, stdout); /* asked for: not an error */
-            return 0;
-        }
-        if (c == 'V') { /* no libtide here: the header's */
-            printf("tide-doctor %d.%d.%d\n", TIDE_VERSION_MAJOR, TIDE_VERSION_MINOR,
-                   TIDE_VERSION_PATCH);
-            return 0;
-        }
-        fputs("tide-doctor: see tide-doctor --help\n", stderr); /* getopt said what */
-        return 2;
-    }
-    if (argc - optind == 1)
-        return -1;
+    /* No libtide here: the header's version. */
+    char version[32];
+    snprintf(version, sizeof version, "%d.%d.%d", TIDE_VERSION_MAJOR, TIDE_VERSION_MINOR,
+             TIDE_VERSION_PATCH);
+    int rc = cli_help_version(argc, argv, "tide-doctor", usage, version);
+    if (rc >= 0 || argc - optind == 1)
+        return rc;
     fprintf(stderr, "tide-doctor: %s (see tide-doctor --help)\n",
             optind == argc ? "name the dump directory" : "one dump directory, please");
     return 2;

@@ -1047,39 +1047,64 @@ static void stream_open(struct launcher *l, struct stream *s, int fd)
     l->open_streams++;
 }
 
-/*
- * Forks rank `i`.  Returns 0 or an errno; on error nothing is left open.
- * The pipes are O_CLOEXEC, so each child keeps only its own two ends
- * (dup2 onto 1 and 2 clears the flag there).
- */
-static int spawn_rank(struct launcher *l, int i)
-{
-    struct rank *r = &l->ranks[i];
-    int out_pipe[2] = {-1, -1};
-    int err_pipe[2] = {-1, -1};
-    int err = 0;
+/* The ends a child gets: its stdin (agents only), stdout and stderr
+ * pipes' write ends; -1 where it keeps ours. */
+struct child_fds {
+    int in, out, err;
+};
 
-    if (!l->opt.no_prefix && (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0))
+/*
+ * Forks process ranks[i] with its stdout and stderr on pipes of their own
+ * (unless --no-prefix) and, for an agent, its stdin on a pipe whose
+ * write end becomes r->lifeline.  The pipes are O_CLOEXEC, so each child
+ * keeps only its own ends (dup2 onto 0, 1 and 2 clears the flag there).
+ * In the child returns 0 with *fds set; in the parent the pid, with the
+ * streams open; -errno on error, with nothing left open.
+ */
+static pid_t fork_piped(struct launcher *l, struct rank *r, bool with_stdin,
+                        struct child_fds *fds)
+{
+    int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+    int err = 0;
+    if ((with_stdin && pipe2(in_pipe, O_CLOEXEC) != 0) ||
+        (!l->opt.no_prefix && (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)))
         err = errno;
     pid_t pid = err == 0 ? fork() : -1;
     if (pid < 0 && err == 0)
         err = errno;
     if (err != 0) {
+        close_pipe(in_pipe);
         close_pipe(out_pipe);
         close_pipe(err_pipe);
-        return err;
+        return -err;
     }
-    if (pid == 0)
-        run_child(l, i, out_pipe[1], err_pipe[1]);
+    if (pid == 0) {
+        *fds = (struct child_fds){in_pipe[0], out_pipe[1], err_pipe[1]};
+        return 0;
+    }
     r->pid = pid;
     l->live++;
-    if (l->opt.no_prefix)
-        return 0;
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    stream_open(l, &r->out, out_pipe[0]);
-    stream_open(l, &r->err, err_pipe[0]);
-    return 0;
+    if (with_stdin) {
+        close(in_pipe[0]);
+        r->lifeline = in_pipe[1];
+    }
+    if (!l->opt.no_prefix) {
+        close(out_pipe[1]);
+        close(err_pipe[1]);
+        stream_open(l, &r->out, out_pipe[0]);
+        stream_open(l, &r->err, err_pipe[0]);
+    }
+    return pid;
+}
+
+/* Forks rank `i`.  Returns 0 or an errno; on error nothing is left open. */
+static int spawn_rank(struct launcher *l, int i)
+{
+    struct child_fds fds;
+    pid_t pid = fork_piped(l, &l->ranks[i], false, &fds);
+    if (pid == 0)
+        run_child(l, i, fds.out, fds.err);
+    return pid < 0 ? (int)-pid : 0;
 }
 
 /* Runs in the forked child of an agent; never returns. */
@@ -1105,35 +1130,15 @@ _Noreturn static void run_agent(const struct launcher *l, const struct rank *a, 
 static int spawn_agent(struct launcher *l, int i)
 {
     struct rank *a = &l->ranks[i];
-    int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-    int err = 0;
-    if (pipe2(in_pipe, O_CLOEXEC) != 0 ||
-        (!l->opt.no_prefix && (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)))
-        err = errno;
-    pid_t pid = err == 0 ? fork() : -1;
-    if (pid < 0 && err == 0)
-        err = errno;
-    if (err != 0) {
-        close_pipe(in_pipe);
-        close_pipe(out_pipe);
-        close_pipe(err_pipe);
-        return err;
-    }
+    struct child_fds fds;
+    pid_t pid = fork_piped(l, a, true, &fds);
     if (pid == 0)
-        run_agent(l, a, in_pipe[0], out_pipe[1], err_pipe[1]);
-    a->pid = pid;
-    l->live++;
-    close(in_pipe[0]);
-    a->lifeline = in_pipe[1];
+        run_agent(l, a, fds.in, fds.out, fds.err);
+    if (pid < 0)
+        return (int)-pid;
     char line[2 * TOKEN_BYTES + 2];
     int n = snprintf(line, sizeof line, "%s\n", getenv("TIDE_JOB_TOKEN"));
     write_all(a->lifeline, line, (size_t)n); /* 65 bytes: a pipe takes them at once */
-    if (l->opt.no_prefix)
-        return 0;
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    stream_open(l, &a->out, out_pipe[0]);
-    stream_open(l, &a->err, err_pipe[0]);
     return 0;
 }
 

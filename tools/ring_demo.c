@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "tide.h"
 
 static double now_s(void)
@@ -195,26 +196,9 @@ static const char usage[] =
  * misuse: an argument it would otherwise ignore). */
 static int parse_args(int argc, char **argv)
 {
-    static const struct option longs[] = {
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
-        if (c == 'h') {
-            fputs(usage, stdout);
-            return 0;
-        }
-        if (c == 'V') {
-            printf("tide-ring-demo %s\n", tide_version());
-            return 0;
-        }
-        fputs("tide-ring-demo: see tide-ring-demo --help\n", stderr); /* getopt said what */
-        return 2;
-    }
-    if (optind == argc)
-        return -1;
+    int rc = cli_help_version(argc, argv, "tide-ring-demo", usage, tide_version());
+    if (rc >= 0 || optind == argc)
+        return rc;
     fprintf(stderr, "tide-ring-demo: unexpected argument '%s' (see tide-ring-demo --help)\n",
             argv[optind]);
     return 2;
