@@ -4,17 +4,22 @@
 # namespaces of this machine joined by a veth pair, each running two
 # ranks of one 4-rank tide-perf job whose every result is checked.  The
 # namespaces are the test's own (10.78.0.0/24, nothing else is reached)
-# and are removed on exit.  Needs root and iproute2 (CI has both).
+# and are removed on exit.  Needs root and iproute2 (CI has both; without
+# them it says so and exits 77, which meson reports as skipped).
 set -euo pipefail
 run=$1 perf=$2
-[[ $(id -u) == 0 ]] || { echo "launcher_netns: needs root (ip netns)" >&2; exit 1; }
+# 77: meson's "skipped", said with why, where namespaces cannot be made
+# (not root, or a container that refuses them); CI runs as root.
+[[ $(id -u) == 0 ]] || { echo "launcher_netns: skipped: needs root (ip netns)"; exit 77; }
+command -v ip >/dev/null || { echo "launcher_netns: skipped: no iproute2 (ip)"; exit 77; }
 
 ns=(tide-ln0-$$ tide-ln1-$$)
 cleanup() { for n in "${ns[@]}"; do ip netns del "$n" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
 for h in 0 1; do
-  ip netns add "${ns[h]}"
+  ip netns add "${ns[h]}" ||
+    { echo "launcher_netns: skipped: this machine refuses network namespaces"; exit 77; }
   ip netns exec "${ns[h]}" ip link set lo up
 done
 ip link add "tln0-$$" netns "${ns[0]}" type veth peer name "tln1-$$" netns "${ns[1]}"
