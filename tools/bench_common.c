@@ -8,11 +8,11 @@
  *   json     the array of records written by rank 0
  */
 #include "bench_common.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,27 +150,6 @@ bool bench_parse_size(const char *s, size_t *out)
     return true;
 }
 
-bool bench_parse_long(const char *s, long min, long max, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || errno || v < min || v > max)
-        return false;
-    *out = v;
-    return true;
-}
-
-bool bench_parse_double(const char *s, double min, double *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !isfinite(v) || v < min)
-        return false;
-    *out = v;
-    return true;
-}
-
 /* Takes one option of either tool; returns NULL, or why arg is refused. */
 static const char *take_option(int c, const char *arg, enum bench_tool tool,
                                struct bench_opts *o)
@@ -181,29 +160,29 @@ static const char *take_option(int c, const char *arg, enum bench_tool tool,
     case 'b': return bench_parse_size(arg, &o->min_bytes) ? NULL : "bad -b size";
     case 'e': return bench_parse_size(arg, &o->max_bytes) ? NULL : "bad -e size";
     case 'i': return bench_parse_size(arg, &o->step_bytes) ? NULL : "bad -i size";
-    case 'f': return bench_parse_double(arg, 1.0, &o->step_factor) ? NULL : "bad -f factor (1 or more)";
-    case 'n': return bench_parse_long(arg, 1, 100000000, &o->iters) ? NULL : "bad -n (1 or more)";
-    case 'w': return bench_parse_long(arg, 0, 100000000, &o->warmup) ? NULL : "bad -w (0 or more)";
+    case 'f': return cli_parse_double(arg, 1.0, &o->step_factor) ? NULL : "bad -f factor (1 or more)";
+    case 'n': return cli_parse_long(arg, 1, 100000000, &o->iters) ? NULL : "bad -n (1 or more)";
+    case 'w': return cli_parse_long(arg, 0, 100000000, &o->warmup) ? NULL : "bad -w (0 or more)";
     case 'd': return bench_parse_dtype(arg, &o->dtype) ? NULL : "unknown -d datatype";
     case 'o': return bench_parse_redop(arg, &o->redop) ? NULL : "unknown -o reduction";
     case 'a': o->algo = arg; return NULL;
     case 'j': o->json = arg; return NULL;
     case 'r':
-        if (!bench_parse_long(arg, 0, INT_MAX, &v))
+        if (!cli_parse_long(arg, 0, INT_MAX, &v))
             return "bad -r root";
         o->root = (int)v;
         return NULL;
     case 'c':
         if (tool != BENCH_PERF)
             return "-c is a tide-perf option";
-        if (!bench_parse_long(arg, 0, 1, &v))
+        if (!cli_parse_long(arg, 0, 1, &v))
             return "bad -c (0 or 1)";
         o->check = (int)v;
         return NULL;
     case 't':
         if (tool != BENCH_OVERLAP)
             return "-t is a tide-overlap option";
-        if (!bench_parse_long(arg, 0, 1000000, &v))
+        if (!cli_parse_long(arg, 0, 1000000, &v))
             return "bad -t (0 or more)";
         o->tests = (int)v;
         return NULL;

@@ -85,14 +85,12 @@ const char *bench_transport(const struct bench *b);
 
 /* The option values both tools (and tide-sim) read: true when s names a
  * value, which is stored in *out.  Sizes take K, M and G (powers of
- * 1024, as in nccl-tests). */
+ * 1024, as in nccl-tests).  Plain numbers: cli_parse_long and
+ * cli_parse_double (cli.h). */
 bool bench_parse_coll(const char *s, enum bench_coll *out);
 bool bench_parse_dtype(const char *s, tide_dtype *out);
 bool bench_parse_redop(const char *s, tide_op *out);
 bool bench_parse_size(const char *s, size_t *out);
-/* A whole decimal integer in [min, max]; a finite number >= min. */
-bool bench_parse_long(const char *s, long min, long max, long *out);
-bool bench_parse_double(const char *s, double min, double *out);
 bool bench_coll_reduces(enum bench_coll coll);
 bool bench_coll_rooted(enum bench_coll coll);
 /* Whether the call has a TIDE_IN_PLACE form (broadcast has one buffer and

@@ -1,13 +1,52 @@
-/* cli.h - the command line of a tool whose only options are -h/--help
- * and --version, as its peers answer them. */
+/* cli.h - what every tide tool's command line does alike (issue 34):
+ * -h and --help print usage on stdout and --version "NAME VERSION", both
+ * with status 0; a usage error is one line on stderr,
+ *     NAME: what is wrong (see NAME --help)
+ * with status 2; numbers are read whole and range-checked.  Links nothing
+ * of libtide, so tide-doctor can use it. */
 #ifndef TIDE_CLI_H
 #define TIDE_CLI_H
 
-/* Parses argv with getopt_long: -h and --help print usage on stdout,
- * --version prints "NAME VERSION", both exit status 0; an unknown option
- * is a usage error on stderr, status 2.  Returns -1 to go on, with the
- * operands at argv[optind..argc-1]; else the status to exit with. */
-int cli_help_version(int argc, char **argv, const char *name, const char *usage,
-                     const char *version);
+#include <getopt.h>
+#include <stdbool.h>
+
+/* The exit status of a usage error. */
+enum { CLI_EXIT_USAGE = 2 };
+
+/* Who is answering. */
+struct cli_tool {
+    const char *name;    /* "tide-sim": messages and --version say it */
+    const char *usage;   /* the --help text, "Usage: ..." first */
+    const char *version; /* tide_version(), or tide.h's numbers without libtide */
+    const struct option *longs; /* its getopt_long table: errors name its options */
+};
+
+/* Getopt's code c (from an option string that begins with ':', so that
+ * getopt itself prints nothing) when it is one every tool answers alike:
+ * 'h' and 'V' (--version) print and return 0; '?' (unknown option) and
+ * ':' (no value) are said as usage errors, returning CLI_EXIT_USAGE.
+ * Returns -1 for any other c: an option of the tool's own. */
+int cli_common(const struct cli_tool *t, int c, char **argv);
+
+/* The whole command line of a tool whose only options are -h, --help and
+ * --version.  Returns -1 to go on, with the operands at
+ * argv[optind..argc-1]; else the status to exit with. */
+int cli_help_version(const struct cli_tool *t, int argc, char **argv);
+
+/* Prints "NAME: WHAT (see NAME --help)", WHAT formatted as by printf, on
+ * stderr; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const struct cli_tool *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A usage error for value v of the option getopt_long just returned: c,
+ * and at, its longindex into t->longs (-1 when the short form was used). */
+int cli_bad_value(const struct cli_tool *t, int at, int c, const char *v);
+
+/* Whether s is, whole, a decimal integer in [min, max] (a finite number
+ * >= min), stored in *out; *out is left alone otherwise.  No leading
+ * blanks, no trailing characters. */
+bool cli_parse_long(const char *s, long min, long max, long *out);
+bool cli_parse_int(const char *s, int min, int max, int *out);
+bool cli_parse_double(const char *s, double min, double *out);
 
 #endif

@@ -13,7 +13,6 @@
 #include "tools/doctor_dump.h"
 
 #include <dirent.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -367,16 +366,18 @@ static const char usage[] =
  * (0 after --help or --version, 2 on misuse). */
 static int parse_args(int argc, char **argv)
 {
-    /* No libtide here: the header's version. */
+    /* Not tide_version(): the doctor only reads files and links no
+     * libtide (meson.build), so tide.h's numbers, the release it was
+     * built from, are its version. */
     char version[32];
     snprintf(version, sizeof version, "%d.%d.%d", TIDE_VERSION_MAJOR, TIDE_VERSION_MINOR,
              TIDE_VERSION_PATCH);
-    int rc = cli_help_version(argc, argv, "tide-doctor", usage, version);
+    const struct cli_tool tool = {.name = "tide-doctor", .usage = usage, .version = version};
+    int rc = cli_help_version(&tool, argc, argv);
     if (rc >= 0 || argc - optind == 1)
         return rc;
-    fprintf(stderr, "tide-doctor: %s (see tide-doctor --help)\n",
-            optind == argc ? "name the dump directory" : "one dump directory, please");
-    return 2;
+    return cli_usage_error(&tool, "%s", optind == argc ? "name the dump directory"
+                                                       : "one dump directory, please");
 }
 
 int main(int argc, char **argv)

@@ -6,7 +6,6 @@
  * says what happens in plain words.  Run it with
  *     tide-run -n 4 -- tide-ring-demo
  * (tide-fsdp-train is the main job now.) */
-#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,12 +195,12 @@ static const char usage[] =
  * misuse: an argument it would otherwise ignore). */
 static int parse_args(int argc, char **argv)
 {
-    int rc = cli_help_version(argc, argv, "tide-ring-demo", usage, tide_version());
+    const struct cli_tool tool = {.name = "tide-ring-demo", .usage = usage,
+                                  .version = tide_version()};
+    int rc = cli_help_version(&tool, argc, argv);
     if (rc >= 0 || optind == argc)
         return rc;
-    fprintf(stderr, "tide-ring-demo: unexpected argument '%s' (see tide-ring-demo --help)\n",
-            argv[optind]);
-    return 2;
+    return cli_usage_error(&tool, "unexpected argument '%s'", argv[optind]);
 }
 
 int main(int argc, char **argv)

@@ -17,6 +17,7 @@
  * allreduce, the whole output of an all-gather, the whole input of a
  * reduce-scatter. */
 #include "tools/bench_common.h"
+#include "tools/cli.h"
 #include "tide_sim.h"
 
 #include <ctype.h>
@@ -29,10 +30,12 @@
 #include <time.h>
 #include <unistd.h>
 
+enum { MAX_RANKS = 1 << 20, MAX_LIST = 32 };
+
 struct sim_opts {
     struct bench_opts b; /* op, dtype, redop, root, algo, sizes */
     int ranks;
-    const char *ranks_list;
+    int list[MAX_LIST], nlist;       /* --ranks-list: the sweep's group sizes */
     double alpha_s, bandwidth, jitter_s;
     int per_host;                    /* ranks per host; 0: one level */
     double host_alpha_s, host_bandwidth;
@@ -311,14 +314,8 @@ static int sweep(const struct sim_opts *so, void *send, void *recv, size_t cap)
     for (int i = 0; names[i]; i++)
         printf(" %12.12s", names[i]);
     printf("  %-18s %-18s %6s %6s\n", "fastest", "tide chose", "/best", "/bound");
-    char list[256];
-    snprintf(list, sizeof list, "%s", so->ranks_list);
-    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        int p = atoi(tok);
-        if (p < 1) {
-            fprintf(stderr, "tide-sim: bad group size '%s' in --ranks-list\n", tok);
-            return BENCH_EXIT_USAGE;
-        }
+    for (int i = 0; i < so->nlist; i++) {
+        int p = so->list[i];
         for (size_t bytes = so->b.min_bytes; bytes && bytes <= so->b.max_bytes;
              bytes = bench_next_size(&so->b, bytes))
             if (sweep_point(so, p, bytes, send, recv, cap))
@@ -334,7 +331,11 @@ static const char usage[] =
     "       tide-sim --sweep --op OP [--ranks-list N,N,...] [-b MIN] [-e MAX] [-f FACTOR] [options]\n"
     "  --op OP            allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall, barrier\n"
     "  --ranks N          simulated ranks (1 .. 1048576)\n"
-    "  --bytes SIZE       nccl-tests size, with K, M or G (e.g. 64M)\n"
+    "  -b, --bytes SIZE   nccl-tests size, with K, M or G (e.g. 64M)\n"
+    "  --sweep            every algorithm at every size and group size, the fastest\n"
+    "                     beside tide's choice; sizes from -b (default 1K) to -e\n"
+    "                     (default 64M), times -f (default 4) each step\n"
+    "  --ranks-list N,... the sweep's group sizes (default 4,16,64,256,1024,4096)\n"
     "  --alpha TIME       latency per message: ns, us, ms or s (default 5us)\n"
     "  --beta-gbps G      bandwidth of each rank's send and receive port, GB/s (default 12.5)\n"
     "  --jitter TIME      random extra delay per message (default 0)\n"
@@ -354,19 +355,9 @@ static bool parse_time(const char *s, double *out)
     double v = strtod(s, &end);
     double unit = !strcmp(end, "ns") ? 1e-9 : !strcmp(end, "us") ? 1e-6
                 : !strcmp(end, "ms") ? 1e-3 : !strcmp(end, "s") || !*end ? 1 : -1;
-    if (end == s || unit < 0 || !(v >= 0) || !isfinite(v))
+    if (isspace((unsigned char)*s) || end == s || unit < 0 || !(v >= 0) || !isfinite(v))
         return false;
     *out = v * unit;
-    return true;
-}
-
-/* A whole number in [min, max] into an int. */
-static bool parse_int(const char *s, long min, long max, int *out)
-{
-    long v;
-    if (!bench_parse_long(s, min, max, &v))
-        return false;
-    *out = (int)v;
     return true;
 }
 
@@ -374,10 +365,29 @@ static bool parse_int(const char *s, long min, long max, int *out)
 static bool parse_gbps(const char *s, double *out)
 {
     double g;
-    if (!bench_parse_double(s, 0.0, &g) || g == 0.0)
+    if (!cli_parse_double(s, 0.0, &g) || g == 0.0)
         return false;
     *out = g * 1e9;
     return true;
+}
+
+/* "4,64,1024": the sweep's group sizes, each a whole number of ranks. */
+static bool parse_ranks_list(const char *v, struct sim_opts *so)
+{
+    char tok[16];
+    so->nlist = 0;
+    for (const char *p = v;; p++) {
+        size_t len = strcspn(p, ",");
+        if (so->nlist == MAX_LIST || len >= sizeof tok)
+            return false;
+        memcpy(tok, p, len);
+        tok[len] = '\0';
+        if (!cli_parse_int(tok, 1, MAX_RANKS, &so->list[so->nlist++]))
+            return false;
+        p += len;
+        if (*p == '\0')
+            return true;
+    }
 }
 
 /* Apply option c (getopt's code) with its argument v: true if v is good. */
@@ -386,26 +396,27 @@ static bool take(struct sim_opts *so, int c, const char *v)
     switch (c) {
     case 'S': so->sweep = true; return true;
     case 'O': return bench_parse_coll(v, &so->b.coll);
-    case 'n': return parse_int(v, 1, 1 << 20, &so->ranks);
-    case 'L': so->ranks_list = v; return true;
+    case 'n': return cli_parse_int(v, 1, MAX_RANKS, &so->ranks);
+    case 'L': return parse_ranks_list(v, so);
     case 'b': return bench_parse_size(v, &so->b.min_bytes);
     case 'e': return bench_parse_size(v, &so->b.max_bytes);
-    case 'f': return bench_parse_double(v, 1.0, &so->b.step_factor) && so->b.step_factor > 1;
+    case 'f': return cli_parse_double(v, 1.0, &so->b.step_factor) && so->b.step_factor > 1;
     case 'A': return parse_time(v, &so->alpha_s);
     case 'J': return parse_time(v, &so->jitter_s);
     case 'B': return parse_gbps(v, &so->bandwidth);
-    case 'P': return parse_int(v, 1, 1 << 20, &so->per_host);
+    case 'P': return cli_parse_int(v, 1, MAX_RANKS, &so->per_host);
     case 'H': return parse_time(v, &so->host_alpha_s);
     case 'G': return parse_gbps(v, &so->host_bandwidth);
     case 'd': return bench_parse_dtype(v, &so->b.dtype);
     case 'o': return bench_parse_redop(v, &so->b.redop);
-    case 'r': return parse_int(v, 0, INT_MAX, &so->b.root);
+    case 'r': return cli_parse_int(v, 0, INT_MAX, &so->b.root);
     case 'a': so->b.algo = v; return true;
     default: return false;
     }
 }
 
-/* -1 to run; else the exit status (0 after --help or --version). */
+/* -1 to run; else the exit status (0 after --help or --version, 2 on a
+ * usage error, which has been said). */
 static int parse_args(struct sim_opts *so, int argc, char **argv)
 {
     static const struct option longs[] = {
@@ -418,32 +429,23 @@ static int parse_args(struct sim_opts *so, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},             {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
+    const struct cli_tool tool = {.name = "tide-sim", .usage = usage,
+                                  .version = tide_version(), .longs = longs};
     int c, at = -1;
-    while ((c = getopt_long(argc, argv, "b:e:f:d:o:r:a:h", longs, &at)) != -1) {
-        if (c == 'h') {
-            fputs(usage, stdout);
-            return 0;
-        }
-        if (c == 'V') {
-            printf("tide-sim %s\n", tide_version());
-            return 0;
-        }
-        if (c == '?') {
-            fputs("tide-sim: see tide-sim --help\n", stderr); /* getopt said what */
-            return BENCH_EXIT_USAGE;
-        }
-        if (!take(so, c, optarg)) {
-            fprintf(stderr, "tide-sim: bad value '%s' for %s%s (see tide-sim --help)\n", optarg,
-                    at >= 0 ? "--" : "-", at >= 0 ? longs[at].name : (char[]){(char)c, 0});
-            return BENCH_EXIT_USAGE;
-        }
+    while ((c = getopt_long(argc, argv, ":b:e:f:d:o:r:a:h", longs, &at)) != -1) {
+        int rc = cli_common(&tool, c, argv);
+        if (rc >= 0)
+            return rc;
+        if (!take(so, c, optarg))
+            return cli_bad_value(&tool, at, c, optarg);
         at = -1;
     }
-    if (optind < argc) {
-        fprintf(stderr, "tide-sim: unexpected argument '%s' (see tide-sim --help)\n",
-                argv[optind]);
-        return BENCH_EXIT_USAGE;
-    }
+    if (optind < argc)
+        return cli_usage_error(&tool, "unexpected argument '%s'", argv[optind]);
+    if (!so->sweep && so->ranks < 1)
+        return cli_usage_error(&tool, "--ranks is required");
+    if (so->b.root >= (so->sweep ? 1 : so->ranks))
+        return cli_usage_error(&tool, "-r must be below the group size");
     return -1;
 }
 
@@ -451,20 +453,12 @@ int main(int argc, char **argv)
 {
     struct sim_opts so = {.b = {.coll = COLL_ALLREDUCE, .min_bytes = 1024, .max_bytes = 0,
                                 .step_factor = 4, .dtype = TIDE_FLOAT32, .redop = TIDE_SUM},
-                          .ranks = 0, .ranks_list = "4,16,64,256,1024,4096",
+                          .ranks = 0, .list = {4, 16, 64, 256, 1024, 4096}, .nlist = 6,
                           .alpha_s = 5e-6, .bandwidth = 12.5e9, .host_alpha_s = 0.5e-6,
                           .host_bandwidth = 50e9};
     int rc = parse_args(&so, argc, argv);
     if (rc >= 0)
         return rc;
-    if (!so.sweep && so.ranks < 1) {
-        fprintf(stderr, "tide-sim: --ranks is required (see tide-sim --help)\n");
-        return BENCH_EXIT_USAGE;
-    }
-    if (so.b.root >= (so.sweep ? 1 : so.ranks)) {
-        fprintf(stderr, "tide-sim: -r must be below the group size\n");
-        return BENCH_EXIT_USAGE;
-    }
     if (!so.b.max_bytes || !so.sweep)
         so.b.max_bytes = so.sweep ? 64u << 20 : so.b.min_bytes;
     /* Never touched (timing only), so these cost address space, not memory. */
