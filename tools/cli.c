@@ -124,3 +124,19 @@ bool cli_parse_double(const char *s, double min, double *out)
     *out = v;
     return true;
 }
+
+int cli_split(const char *s, char sep, char *buf, size_t len, char **parts, int max)
+{
+    if ((size_t)snprintf(buf, len, "%s", s) >= len)
+        return -1;
+    int n = 0;
+    for (char *p = buf; p; n++) {
+        if (n == max)
+            return -1;
+        parts[n] = p;
+        p = strchr(p, sep);
+        if (p)
+            *p++ = '\0';
+    }
+    return n;
+}

@@ -9,6 +9,7 @@
 
 #include <getopt.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 /* The exit status of a usage error. */
 enum { CLI_EXIT_USAGE = 2 };
@@ -48,5 +49,11 @@ int cli_bad_value(const struct cli_tool *t, int at, int c, const char *v);
 bool cli_parse_long(const char *s, long min, long max, long *out);
 bool cli_parse_int(const char *s, int min, int max, int *out);
 bool cli_parse_double(const char *s, double min, double *out);
+
+/* A list value such as "4,64,1024": s copied into buf (len bytes) and
+ * cut at each sep, parts[i] pointing at each piece (empty pieces too, for
+ * the parser of a piece to refuse).  Returns how many, or -1 when s does
+ * not fit buf or has more than max pieces. */
+int cli_split(const char *s, char sep, char *buf, size_t len, char **parts, int max);
 
 #endif

@@ -374,20 +374,13 @@ static bool parse_gbps(const char *s, double *out)
 /* "4,64,1024": the sweep's group sizes, each a whole number of ranks. */
 static bool parse_ranks_list(const char *v, struct sim_opts *so)
 {
-    char tok[16];
-    so->nlist = 0;
-    for (const char *p = v;; p++) {
-        size_t len = strcspn(p, ",");
-        if (so->nlist == MAX_LIST || len >= sizeof tok)
+    char buf[256], *part[MAX_LIST];
+    int n = cli_split(v, ',', buf, sizeof buf, part, MAX_LIST);
+    for (int i = 0; i < n; i++)
+        if (!cli_parse_int(part[i], 1, MAX_RANKS, &so->list[i]))
             return false;
-        memcpy(tok, p, len);
-        tok[len] = '\0';
-        if (!cli_parse_int(tok, 1, MAX_RANKS, &so->list[so->nlist++]))
-            return false;
-        p += len;
-        if (*p == '\0')
-            return true;
-    }
+    so->nlist = n;
+    return n > 0;
 }
 
 /* Apply option c (getopt's code) with its argument v: true if v is good. */
