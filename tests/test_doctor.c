@@ -2,9 +2,10 @@
  * runs rarely show: two communicators with the same id (the halves of a
  * split), a count mismatch far back in the ring, escaped text, a rank
  * whose only trace is another's sends_to, a clean job, and files that are
- * not dumps.  The dumps follow engine/recorder_dump.c's layout. */
+ * not dumps; and its command line.  The dumps follow engine/recorder_dump.c's layout. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,10 +62,12 @@ static void write_dump(int rank, int size, int last, const char *state, const ch
     fclose(f);
 }
 
-static int run_doctor(char *out, size_t len)
+/* Runs tide-doctor with args (redirections allowed): its exit status, and
+ * what reached the pipe in out. */
+static int run_doctor_with(const char *args, char *out, size_t len)
 {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "%s %s", getenv("TIDE_DOCTOR"), dir);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s %s", getenv("TIDE_DOCTOR"), args);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     size_t n = fread(out, 1, len - 1, p);
@@ -72,6 +75,11 @@ static int run_doctor(char *out, size_t len)
     int status = pclose(p);
     printf("%s", out);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int run_doctor(char *out, size_t len)
+{
+    return run_doctor_with(dir, out, len);
 }
 
 static void expect_in(const char *report, const char *want)
@@ -204,6 +212,38 @@ static void empty_directory(void **state)
     assert_int_equal(run_doctor(out, sizeof out), 2);
 }
 
+/* The command line as every tool has it (tools/cli.h): help on stdout
+ * with status 0, and a misuse as one line on stderr with status 2. */
+static void answers_its_command_line(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *args;
+        int status;
+        const char *said; /* the whole of stderr for status 2, else the start of stdout */
+    } cases[] = {
+        {"help", "--help 2>/dev/null", 0, "Usage: tide-doctor DIR\n"},
+        {"short help", "-h 2>/dev/null", 0, "Usage: tide-doctor DIR\n"},
+        {"unknown option", "--dir=/tmp 2>&1 >/dev/null", 2,
+         "tide-doctor: unknown option '--dir=/tmp' (see tide-doctor --help)\n"},
+        {"value to a flag", "--help=all 2>&1 >/dev/null", 2,
+         "tide-doctor: --help takes no value (see tide-doctor --help)\n"},
+        {"no directory", "2>&1 >/dev/null", 2,
+         "tide-doctor: name the dump directory (see tide-doctor --help)\n"},
+        {"two directories", "/tmp /tmp 2>&1 >/dev/null", 2,
+         "tide-doctor: one dump directory, please (see tide-doctor --help)\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[4096];
+        int status = run_doctor_with(cases[i].args, out, sizeof out);
+        bool ok = cases[i].status == 2 ? strcmp(out, cases[i].said) == 0
+                                       : strncmp(out, cases[i].said, strlen(cases[i].said)) == 0;
+        if (status != cases[i].status || !ok)
+            fail_msg("%s: status %d, said '%s'; wanted %d, '%s'", cases[i].name, status, out,
+                     cases[i].status, cases[i].said);
+    }
+}
+
 int main(void)
 {
     if (!getenv("TIDE_DOCTOR"))
@@ -215,6 +255,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(clean_job_and_bad_files, setup, teardown),
         cmocka_unit_test_setup_teardown(crafted_dumps, setup, teardown),
         cmocka_unit_test_setup_teardown(empty_directory, setup, teardown),
+        cmocka_unit_test(answers_its_command_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,8 +4,9 @@
  * and a tight byte budget, each trained beside one-process training and
  * required to match every step's loss within 1e-5; sleep mode, which
  * writes no gradient, for every strategy, and sleeps for making the batch
- * as BLAS mode computes it; the usage errors (a hybrid group that does not
- * divide the world, a negative --lr, a bad --sleep-ms) that must fail;
+ * as BLAS mode computes it; the configurations that must fail (a hybrid
+ * group that does not divide the world) and the usage errors (a negative
+ * --lr, a bad --sleep-ms, --opt=value forms...), status 2 with one line;
  * and each optimizer's own default learning rate; --elastic going on
  * after ranks are killed (tide-run --keep-going), and what it refuses.
  * Small sizes (3 layers of 30x30: padding on 4 ranks) keep it quick. */
@@ -111,7 +112,7 @@ static void sleep_mode_runs_without_writing_gradients(void **state)
 static void sleep_mode_sleeps_for_the_batch(void **state)
 {
     static char out[1 << 16];
-    assert_int_equal(run(1, "--sleep-ms 0.2,0.2,40 --steps 3", out, sizeof out), 0);
+    assert_int_equal(run(1, "--sleep-ms=0.2,0.2,40 --steps=3", out, sizeof out), 0); /* = too */
     assert_non_null(strstr(out, "making a batch 40.00 ms (--sleep-ms)"));
     const char *m = strstr(out, "median of steps");
     assert_non_null(m);
@@ -122,19 +123,36 @@ static void sleep_mode_sleeps_for_the_batch(void **state)
         fail_msg("compute %.2f ms a step, expected at least 41.2\n%s", compute_ms, out);
 }
 
+/* What the FSDP context refuses fails the run; a bad option or value is a
+ * usage error (status 2) said as every tool says one (tools/cli.h). */
 static void bad_configurations_fail(void **state)
 {
     static char out[1 << 16];
     assert_int_not_equal(run(4, "--strategy hybrid_shard --group 3", out, sizeof out), 0);
     assert_non_null(strstr(out, "not a multiple of group size 3"));
-    assert_int_not_equal(run(1, "--check --compute sleep", out, sizeof out), 0);
-    assert_int_not_equal(run(1, "--strategy zero_shard", out, sizeof out), 0);
-    assert_int_not_equal(run(1, "--lr -0.5", out, sizeof out), 0);
-    assert_non_null(strstr(out, "bad value '-0.5' for --lr"));
-    assert_int_not_equal(run(1, "--sleep-ms 1,1,0", out, sizeof out), 0);
-    assert_non_null(strstr(out, "bad value '1,1,0' for --sleep-ms"));
-    assert_int_not_equal(run(1, "--sleep-ms 1,1,2,3", out, sizeof out), 0);
-    assert_int_not_equal(run(1, "--sleep-ms 1", out, sizeof out), 0);
+    static const struct {
+        const char *args, *said;
+    } usage[] = {
+        {"--check --compute sleep", "--check needs --compute blas"},
+        {"--strategy zero_shard", "bad value 'zero_shard' for --strategy"},
+        {"--lr -0.5", "bad value '-0.5' for --lr"},
+        {"--lr=inf", "bad value 'inf' for --lr"},
+        {"--steps=0", "bad value '0' for --steps"},
+        {"--width 8x", "bad value '8x' for --width"},
+        {"--sleep-ms 1,1,0", "bad value '1,1,0' for --sleep-ms"},
+        {"--sleep-ms 1,1,2,3", "bad value '1,1,2,3' for --sleep-ms"},
+        {"--sleep-ms=1", "bad value '1' for --sleep-ms"},
+        {"--check=1", "--check takes no value"},
+        {"--no-such-option", "unknown option '--no-such-option'"},
+        {"-x", "unknown option '-x'"},
+    };
+    for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "tide-fsdp-train: %s", usage[i].said);
+        int rc = run(1, usage[i].args, out, sizeof out);
+        if (rc != 2 || !strstr(out, want) || !strstr(out, "(see tide-fsdp-train --help)\n"))
+            fail_msg("%s: exit %d, wanted 2 and '%s'; said\n%s", usage[i].args, rc, want, out);
+    }
 }
 
 /* Each optimizer gets a learning rate of its own unless --lr says: Adam

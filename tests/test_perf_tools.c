@@ -382,12 +382,57 @@ static void every_tool_answers_like_its_peers(void **state)
     }
 }
 
+/* tide-sim and tide-ring-demo, run directly (both parse before they
+ * start anything): --opt=value works as --opt value does, and a bad
+ * option or value is one line on stderr, "TOOL: what (see TOOL --help)",
+ * with status 2 (cli.h).  The run that succeeds is 4 simulated ranks of
+ * 1 KiB: milliseconds. */
+static void sim_and_ring_demo_parse_like_every_tool(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name; /* what the case shows */
+        const char *tool, *args;
+        int status;
+        const char *said; /* status 2: what is wrong; else the first line of stdout */
+    } cases[] = {
+        {"opt=value", "tide-sim", "--op=allgather --ranks=4 --bytes=1K --alpha=2us", 0,
+         "# tide-sim: allgather of 1.0 KiB (float) on 4 simulated ranks\n"},
+        {"bad number", "tide-sim", "--ranks=4x", 2, "bad value '4x' for --ranks"},
+        {"out of range", "tide-sim", "--ranks 0", 2, "bad value '0' for --ranks"},
+        {"bad list", "tide-sim", "--sweep --ranks-list 4,,8", 2,
+         "bad value '4,,8' for --ranks-list"},
+        {"no value", "tide-sim", "--ranks", 2, "--ranks needs a value"},
+        {"value to a flag", "tide-sim", "--sweep=yes", 2, "--sweep takes no value"},
+        {"unknown letter", "tide-sim", "-q", 2, "unknown option '-q'"},
+        {"unknown option", "tide-ring-demo", "--ranks=4", 2, "unknown option '--ranks=4'"},
+        {"operand", "tide-ring-demo", "4", 2, "unexpected argument '4'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char bin[PATH_MAX], cmd[PATH_MAX + 128], line[256], want[256];
+        tool_path(cases[i].tool, bin, sizeof bin);
+        bool usage = cases[i].status == 2;
+        snprintf(cmd, sizeof cmd, "%s %s %s", bin, cases[i].args,
+                 usage ? "2>&1 >/dev/null" : "2>/dev/null");
+        if (usage)
+            snprintf(want, sizeof want, "%s: %s (see %s --help)\n", cases[i].tool,
+                     cases[i].said, cases[i].tool);
+        else
+            snprintf(want, sizeof want, "%s", cases[i].said);
+        int status = first_line(cmd, line, sizeof line);
+        if (status != cases[i].status || strcmp(line, want) != 0)
+            fail_msg("%s: %s %s: status %d, said '%s'; wanted %d, '%s'", cases[i].name,
+                     cases[i].tool, cases[i].args, status, line, cases[i].status, want);
+    }
+}
+
 int main(void)
 {
     /* Fail a stuck call long before the test's own timeout. */
     setenv("TIDE_TIMEOUT", "60", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_tool_answers_like_its_peers),
+        cmocka_unit_test(sim_and_ring_demo_parse_like_every_tool),
         cmocka_unit_test(perf_checks_every_collective),
         cmocka_unit_test(perf_forces_an_algorithm),
         cmocka_unit_test(overlap_runs_both_compute_models),
