@@ -33,7 +33,10 @@ static const char usage[] =
     "  --elastic            go on when ranks die: shrink to the survivors, rebuild, redo the\n"
     "                       step (no_shard or hybrid_shard, sgd; launch with tide-run --keep-going)\n"
     "  --kill R@S[,R@S...]  with --elastic: rank R (of the starting world) kills itself\n"
-    "                       (SIGKILL) halfway through step S's backward\n";
+    "                       (SIGKILL) halfway through step S's backward\n"
+    "  -h, --help           print this help; --version: tide's version\n"
+    "Values go as --opt V or --opt=V.  Exit status: 0 trained (and checked); 1 a\n"
+    "rank failed; 2 a usage error.\n";
 
 /* Every option is long; getopt_long returns 0 for those with a value and
  * says which through its index, and the parsers below take it by name. */
