@@ -17,15 +17,16 @@ enum { CLI_EXIT_USAGE = 2 };
 /* Who is answering. */
 struct cli_tool {
     const char *name;    /* "tide-sim": messages and --version say it */
-    const char *usage;   /* the --help text, "Usage: ..." first */
+    const char *usage;   /* the --help text, its usage line first */
     const char *version; /* tide_version(), or tide.h's numbers without libtide */
     const struct option *longs; /* its getopt_long table: errors name its options */
 };
 
 /* Getopt's code c (from an option string that begins with ':', so that
  * getopt itself prints nothing) when it is one every tool answers alike:
- * 'h' and 'V' (--version) print and return 0; '?' (unknown option) and
- * ':' (no value) are said as usage errors, returning CLI_EXIT_USAGE.
+ * 'h' and 'V' (--version) print and return 0; '?' (an unknown option,
+ * or a value given to one that takes none) and ':' (no value) are said
+ * as usage errors, returning CLI_EXIT_USAGE.
  * Returns -1 for any other c: an option of the tool's own. */
 int cli_common(const struct cli_tool *t, int c, char **argv);
 
