@@ -331,6 +331,32 @@ def _root_tensor(name, opts, tensors):
     return index
 
 
+def _check_blocks(name, whole, block, size, whole_is="output"):
+    """Gloo's checks on a single-tensor all-gather (whole: the output) or
+    reduce-scatter (whole: the input): CPU, dense, one dtype, and `whole`
+    holding `size` blocks each shaped as `block`, concatenated along dim 0
+    (what Gloo takes: it chunks `whole` along dim 0 and compares each
+    chunk with `block`) or stacked along a new dim 0 (the other form
+    torch documents for all_gather_into_tensor and reduce_scatter_tensor,
+    which Gloo refuses and NCCL takes)."""
+    for t in (whole, block):
+        if t.device.type != "cpu":
+            _fail(name, f"unsupported device type {t.device.type}: tide works on CPU tensors")
+        if t.layout != torch.strided:
+            _fail(name, "invalid tensor layout: dense tensors only")
+    block_is = "input" if whole_is == "output" else "output"
+    if whole.dtype != block.dtype:
+        _fail(name, f"invalid tensor type: the {whole_is} is {whole.dtype}, "
+              f"the {block_is} {block.dtype}")
+    shape = tuple(block.shape)
+    stacked = (size,) + shape
+    concatenated = (shape[0] * size,) + shape[1:] if shape else stacked
+    if tuple(whole.shape) not in (concatenated, stacked):
+        _fail(name, f"invalid tensor size: the {whole_is} is {tuple(whole.shape)}, needs "
+              f"{size} {block_is}s of {shape} concatenated along dim 0 {concatenated} or "
+              f"stacked {stacked}")
+
+
 class _Dense:
     """What tide is handed for a caller's tensor: the tensor itself when it
     is contiguous, else a contiguous copy (transposed, channels_last,
@@ -439,6 +465,7 @@ class TideProcessGroup(ProcessGroup):
         self.comm = comm
         self._running = {}  # id(future) -> future of a work not yet done: barrier waits
         self._group_name = group_name
+        self._seq = 0  # operations posted: _get_sequence_number_for_group
 
     def name(self):
         return BACKEND
@@ -464,7 +491,17 @@ class TideProcessGroup(ProcessGroup):
     def getBackendName(self):
         return BACKEND
 
+    # Sequence numbers, as Gloo keeps them: one per operation posted on
+    # this group, from 0 on every rank (torch compares them across ranks
+    # to find a rank that skipped a collective).
+    def _set_sequence_number_for_group(self):
+        self._seq = 0
+
+    def _get_sequence_number_for_group(self):
+        return self._seq
+
     def _work(self, requests, result, after=None):
+        self._seq += 1
         work = _work(requests, result, after)
         future = work.get_future()
         if not future.done():
@@ -541,6 +578,7 @@ class TideProcessGroup(ProcessGroup):
 
     @_posting
     def _reduce_scatter_base(self, output, input, opts=None):
+        _check_blocks("reduce_scatter_single", input, output, self.size(), whole_is="input")
         top = _reduce_op(opts, None, input.dtype)
         d = _dense([output, input])
         return self._work([self.comm.ireduce_scatter(d[1].c, d[0].c, op=top)], [output],
@@ -590,13 +628,22 @@ class TideProcessGroup(ProcessGroup):
 
     @_posting
     def _allgather_base(self, output, input, opts=None):
+        _check_blocks("all_gather_single", output, input, self.size())
         d = _dense([output, input])
         return self._work([self.comm.iallgather(d[1].c, d[0].c)], [output], _after_all(d[:1]))
 
-    def _pairwise(self, name, outputs, inputs, post):
-        """One tide call per (output, input) pair, one work for them all."""
+    def _pairwise(self, name, outputs, inputs, post, gathers=True):
+        """One tide call per (output, input) pair, one work for them all:
+        every pair checked (as all_gather_single's, or reduce_scatter's)
+        before any is posted."""
+        outputs, inputs = list(outputs), list(inputs)
         if len(outputs) != len(inputs):
             _fail(name, "requires input/output tensor lists to have the same length")
+        for out, inp in zip(outputs, inputs):
+            if gathers:
+                _check_blocks(name, out, inp, self.size())
+            else:
+                _check_blocks(name, inp, out, self.size(), whole_is="input")
         reqs, dense = [], []
         for out, inp in zip(outputs, inputs):
             d = _dense([out, inp])
@@ -615,7 +662,7 @@ class TideProcessGroup(ProcessGroup):
         """torch 2's batched reduce_scatter_tensor, likewise."""
         return self._pairwise("reduce_scatter_tensor_coalesced", outputs, inputs,
                               lambda i, o, t: self.comm.ireduce_scatter(
-                                  i, o, op=_reduce_op(opts, None, t.dtype)))
+                                  i, o, op=_reduce_op(opts, None, t.dtype)), gathers=False)
 
     @_posting
     def allgather(self, output_tensors, input_tensors, opts=None):
@@ -730,7 +777,23 @@ class TideProcessGroup(ProcessGroup):
 
     @_posting
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        """Blocks of dim 0: equal ones (no split sizes), or as the split
+        sizes say (Gloo's checks: dense CPU tensors, one dtype, splits of
+        dim 0 one a rank)."""
+        for t in (output, input):
+            if t.device.type != "cpu":
+                _fail("all_to_all_single",
+                      f"unsupported device type {t.device.type}: tide works on CPU tensors")
+            if t.layout != torch.strided:
+                _fail("all_to_all_single", "invalid tensor layout: dense tensors only")
+            if t.dim() == 0:
+                _fail("all_to_all_single", "tensors need a dim 0 to split")
+        if output.dtype != input.dtype:
+            _fail("all_to_all_single", f"invalid tensor type: the output is {output.dtype}, "
+                  f"the input {input.dtype}")
         if not output_split_sizes and not input_split_sizes:
+            self._split(output, (), self.size())  # the checks only
+            self._split(input, (), self.size())
             d = _dense([output, input])
             return self._work([self.comm.ialltoall(d[1].c, d[0].c)], [output],
                               _after_all(d[:1]))
@@ -739,21 +802,30 @@ class TideProcessGroup(ProcessGroup):
         outs = self._split(output, output_split_sizes, n)
         return self._alltoallv_lists(outs, ins, result=[output])
 
-    # The single-tensor names of torch's newer backend interface (as
-    # torchcomms-style dispatchers call a backend): the calls above.
+    # The single-tensor names torch took from torchcomms in 2026 (pytorch
+    # PRs 186130 and 187140; DeepSpeed dates them to torch 2.13-2.14):
+    # canonical there, with the names above kept as forwarding aliases.
+    # A Python group is asked for the new name first, then the old one.
     all_gather_single = _allgather_base
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
     reduce_scatter_single = _reduce_scatter_base
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
     all_to_all_single = alltoall_base
 
     @staticmethod
     def _split(t, splits, n):
+        """t's blocks along dim 0 (c10d's checkSplitSizes, in its words)."""
         if not splits:
             if t.size(0) % n:
-                raise RuntimeError(f"tide: dimension 0 ({t.size(0)}) does not split into {n}")
+                _fail("all_to_all_single", f"Tensor's dim 0 does not divide equally across "
+                      f"group size ({t.size(0)} rows, {n} ranks)")
             splits = [t.size(0) // n] * n
-        if len(splits) != n or sum(splits) != t.size(0):
-            raise RuntimeError(f"tide: splits {list(splits)} do not cover {t.size(0)} rows "
-                               f"in {n} parts")
+        if len(splits) != n:
+            _fail("all_to_all_single", f"Number of tensor splits not equal to group size "
+                  f"({len(splits)} splits, {n} ranks)")
+        if sum(splits) != t.size(0):
+            _fail("all_to_all_single", f"Split sizes doesn't match total dim 0 size "
+                  f"({list(splits)} for {t.size(0)} rows)")
         return list(torch.split(t, list(splits), dim=0))
 
     def _alltoallv_lists(self, outs, ins, result=None):

@@ -13,6 +13,7 @@ import sys
 import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
+from torch._C._distributed_c10d import AllgatherOptions  # torch.distributed has it from 2.x
 
 import tide.torch  # noqa: F401  registers "tide"
 from rankcases import main
@@ -299,6 +300,104 @@ def case_coalesced_into_tensor(ctx):
     pg.reduce_scatter_tensor_coalesced(outs, ins).wait()
     eq(outs[0], torch.tensor([2.0 * r, 2.0 * r + 1]) * n, "reduce_scatter_tensor_coalesced")
     eq(outs[1], torch.tensor([float(n)]), "reduce_scatter_tensor_coalesced")
+
+
+# Every name torch has given the single-tensor calls: the ones from torch
+# 2's first releases, and torch 2.13's canonical *_single (from torchcomms).
+SINGLE_NAMES = ("_allgather_base", "all_gather_single", "allgather_into_tensor_coalesced",
+                "all_gather_single_coalesced", "_reduce_scatter_base", "reduce_scatter_single",
+                "reduce_scatter_tensor_coalesced", "reduce_scatter_single_coalesced",
+                "alltoall_base", "all_to_all_single")
+
+
+def _gloo_lacks(call):
+    """Gloo in torch 1.13 has _allgather_base only to refuse it, and no
+    reduce-scatter at all: those are no test of tide there."""
+    try:
+        call()
+        return False
+    except RuntimeError as e:
+        if BACKEND == "gloo" and "support" in str(e):
+            return True
+        raise
+
+
+def case_single_names(ctx):
+    """The single-tensor calls under each of their names, called on the
+    group as torch's functional collectives call them (opts last), with
+    Gloo's refusals of mismatched shapes and dtypes."""
+    pg, r, n = ctx
+    names = [m for m in SINGLE_NAMES if hasattr(pg, m)]
+    if BACKEND == "tide":
+        assert names == list(SINGLE_NAMES), names
+    gathered = torch.cat([torch.full((2, 3), float(q)) for q in range(n)])
+    summed = torch.arange(4.0 * n).reshape(2 * n, 2) * n + n * (n - 1) / 2
+    for name in names:
+        call = getattr(pg, name)
+        if "gather" in name and "coalesced" in name:
+            outs = [torch.empty(2 * n, 3), torch.empty(n)]
+            if _gloo_lacks(lambda: call(outs, [torch.full((2, 3), float(r)), torch.ones(1)],
+                                        AllgatherOptions()).wait()):
+                continue
+            eq(outs[0], gathered, name)
+            eq(outs[1], torch.ones(n), name)
+        elif "gather" in name:
+            out = torch.empty(2 * n, 3)
+            if _gloo_lacks(lambda: call(out, torch.full((2, 3), float(r)),
+                                        AllgatherOptions()).wait()):
+                continue
+            eq(out, gathered, name)
+            if BACKEND == "tide":  # the stacked form too, as NCCL (Gloo refuses it)
+                out = torch.empty(n, 2, 3)
+                call(out, torch.full((2, 3), float(r)), AllgatherOptions()).wait()
+                eq(out.reshape(2 * n, 3), gathered, name + " stacked")
+            expect_refused(lambda: call(torch.empty(2 * n + 2, 3), torch.ones(2, 3),
+                                        AllgatherOptions()), "invalid tensor size")
+            expect_refused(lambda: call(torch.empty(2 * n, 3, dtype=torch.float64),
+                                        torch.ones(2, 3), AllgatherOptions()),
+                           "invalid tensor type")
+        elif "scatter" in name and "coalesced" in name:
+            outs = [torch.empty(2, 2), torch.empty(1)]
+            if _gloo_lacks(lambda: call(outs, [torch.arange(4.0 * n).reshape(2 * n, 2) + r,
+                                               torch.ones(n)],
+                                        dist.ReduceScatterOptions()).wait()):
+                continue
+            eq(outs[0], summed[2 * r:2 * r + 2], name)
+            eq(outs[1], torch.tensor([float(n)]), name)
+        elif "scatter" in name:
+            out = torch.empty(2, 2)
+            if _gloo_lacks(lambda: call(out, torch.arange(4.0 * n).reshape(2 * n, 2) + r,
+                                        dist.ReduceScatterOptions()).wait()):
+                continue
+            eq(out, summed[2 * r:2 * r + 2], name)
+            if BACKEND == "tide":  # Gloo's TORCH_CHECK_EQ aborts the process instead
+                call(out, (torch.arange(4.0 * n) + r).reshape(n, 2, 2),
+                     dist.ReduceScatterOptions()).wait()
+                eq(out, summed[2 * r:2 * r + 2], name + " stacked")
+                expect_refused(lambda: call(torch.empty(2, 2), torch.ones(2 * n + 2, 2),
+                                            dist.ReduceScatterOptions()), "invalid tensor size")
+                expect_refused(lambda: call(torch.empty(2, 3), torch.ones(2 * n, 2),
+                                            dist.ReduceScatterOptions()), "invalid tensor size")
+        else:  # all-to-all: rank r sends q the block r * 10 + q
+            out = torch.empty(n, 2)
+            call(out, (torch.arange(n).float() + r * 10).repeat_interleave(2).reshape(n, 2),
+                 [], [], dist.AllToAllOptions()).wait()
+            eq(out, (torch.arange(n).float() * 10 + r).repeat_interleave(2).reshape(n, 2), name)
+            if BACKEND != "tide":
+                # Gloo checks these on its worker thread, if at all: torch
+                # 1.13's let 3 rows on 2 ranks through, and stopped 4 rows
+                # on 3 with gloo's own enforce message.  tide checks at
+                # the call, with c10d's words.
+                continue
+            expect_refused(lambda: call(torch.empty(n + 1), torch.empty(n + 1), [], [],
+                                        dist.AllToAllOptions()),
+                           "does not divide equally across group size")
+            expect_refused(lambda: call(torch.empty(n), torch.empty(n), [1] * (n + 1), [1] * n,
+                                        dist.AllToAllOptions()),
+                           "Number of tensor splits not equal to group size")
+            expect_refused(lambda: call(torch.empty(n), torch.empty(n), [2] * n, [1] * n,
+                                        dist.AllToAllOptions()),
+                           "Split sizes doesn't match total dim 0 size")
 
 
 def case_bool(ctx):
