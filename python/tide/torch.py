@@ -454,6 +454,15 @@ def _tide_op(op):
                        "(SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR)")
 
 
+# Every group this process made, for as long as it runs.  torch's C++ may
+# hold a group after the last Python reference goes (a round-robin group
+# of groups; torch 2's registry of groups by name for its functional
+# collectives), and a Python ProcessGroup whose Python object is gone
+# answers nothing there: "Tried to call pure virtual function".  A group
+# is small, and its communicator lives until tide.finalize() anyway.
+_groups = []
+
+
 class TideProcessGroup(ProcessGroup):
     """A torch ProcessGroup over one tide communicator.  Each method takes
     the forms Gloo's does (a tensor or a list; opts, or op= and root=),
@@ -462,6 +471,7 @@ class TideProcessGroup(ProcessGroup):
 
     def __init__(self, comm, rank, size, group_name=None):
         super().__init__(rank, size)
+        _groups.append(self)
         self.comm = comm
         self._running = {}  # id(future) -> future of a work not yet done: barrier waits
         self._group_name = group_name
@@ -534,12 +544,21 @@ class TideProcessGroup(ProcessGroup):
         tensors = _list(tensors)
         if not tensors:
             _fail("allreduce_coalesced", "requires non-empty tensor list")
+        # Gloo's order: every layout as the first's, then types, devices,
+        # and only then whether the layout is one it takes.
         for i, t in enumerate(tensors):
+            if t.layout != tensors[0].layout:
+                _fail("allreduce_coalesced", f"invalid tensor layout at index {i} "
+                      f"({t.layout}, the first is {tensors[0].layout})")
+        for t in tensors:
             if t.dtype != tensors[0].dtype:
                 _fail("allreduce_coalesced", "tensors must all have the same type")
-            if t.layout != torch.strided:
-                _fail("allreduce_coalesced", f"invalid tensor layout at index {i}"
-                      if tensors[0].layout == torch.strided else "unsupported layout")
+        for t in tensors:
+            if t.device.type != "cpu":
+                _fail("allreduce_coalesced",
+                      f"unsupported device type {t.device.type}: tide works on CPU tensors")
+        if tensors[0].layout != torch.strided:
+            _fail("allreduce_coalesced", f"unsupported layout {tensors[0].layout}")
         top = _reduce_op(opts, None, tensors[0].dtype)
         flat = _Dense(_flat(tensors))
         req = self.comm.iallreduce(flat.c, op=top)

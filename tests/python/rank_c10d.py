@@ -6,6 +6,7 @@ runs it on Gloo and on tide: whatever Gloo passes, tide must.
 Also what Gloo copies and tide used to refuse: non-contiguous and
 channels_last tensors, bool, tensor subclasses."""
 import functools
+import gc
 import math
 import operator
 import sys
@@ -15,7 +16,8 @@ import torch.distributed as dist
 from torch.distributed import ReduceOp
 from torch._C._distributed_c10d import AllgatherOptions  # torch.distributed has it from 2.x
 
-import tide.torch  # noqa: F401  registers "tide"
+import tide
+import tide.torch  # registers "tide"
 from rankcases import main
 
 
@@ -107,6 +109,13 @@ def case_allreduce_coalesced(ctx):
     sparse = torch.sparse_coo_tensor([[0]], [1.0], size=(1,))
     expect_refused(lambda: pg.allreduce_coalesced([t1, sparse]),
                    "invalid tensor layout at index")
+    # Gloo checks layouts before types (test_allreduce_coalesced_checks'
+    # sparse tensor is int64), and takes no sparse list at all.
+    sparse_ints = torch.sparse_coo_tensor([[0]], [1], size=(1,))
+    expect_refused(lambda: pg.allreduce_coalesced([t1, sparse_ints]),
+                   "invalid tensor layout at index")
+    expect_refused(lambda: pg.allreduce_coalesced([sparse_ints, sparse_ints.clone()]),
+                   "unsupported layout")
 
 
 def case_sparse(ctx):
@@ -398,6 +407,28 @@ def case_single_names(ctx):
             expect_refused(lambda: call(torch.empty(n), torch.empty(n), [2] * n, [1] * n,
                                         dist.AllToAllOptions()),
                            "Split sizes doesn't match total dim 0 size")
+
+
+def case_held_by_cpp(ctx):
+    """A group that only torch's C++ still holds answers: torch 1.13's
+    round-robin group of groups (test_round_robin), made of groups whose
+    Python objects are gone (torch 2's registry of groups by name is the
+    same case)."""
+    pg, r, n = ctx
+    if not hasattr(dist, "_round_robin_process_groups"):
+        return  # torch 2 has no round-robin groups
+    if BACKEND == "tide":
+        def make():
+            return tide.torch.TideProcessGroup(tide.world().create_group(list(range(n))), r, n)
+    else:
+        def make():
+            return dist.new_group(list(range(n)))
+    both = dist._round_robin_process_groups([make(), make()])
+    gc.collect()
+    for i in range(3):
+        t = torch.full((4,), float(r + i))
+        both.broadcast(t, root=0).wait()
+        eq(t, torch.full((4,), float(i)), f"round robin broadcast {i}")
 
 
 def case_bool(ctx):

@@ -16,7 +16,7 @@ def test_backend_on_ranks(run_ranks, n):
 
 C10D_CASES = ["allreduce", "allreduce_coalesced", "sparse", "broadcast", "reduce", "allgather",
               "allgather_coalesced", "gather_scatter", "barrier_implies_wait", "send_recv",
-              "layouts", "coalesced_into_tensor", "single_names", "bool", "names_and_objects"]
+              "layouts", "coalesced_into_tensor", "single_names", "held_by_cpp", "bool", "names_and_objects"]
 
 
 def _torch_major():
