@@ -13,17 +13,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char *const mode_names[] = {[BIND_AUTO] = "auto", [BIND_CORE] = "core",
+                                         [BIND_NONE] = "none"};
+
 bool bind_parse(const char *text, enum bind_mode *mode)
 {
-    if (strcmp(text, "core") == 0)
-        *mode = BIND_CORE;
-    else if (strcmp(text, "none") == 0)
-        *mode = BIND_NONE;
-    else if (strcmp(text, "auto") == 0)
-        *mode = BIND_AUTO;
-    else
-        return false;
-    return true;
+    for (size_t m = 0; m < sizeof mode_names / sizeof mode_names[0]; m++) {
+        if (strcmp(text, mode_names[m]) == 0) {
+            *mode = (enum bind_mode)m;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *bind_name(enum bind_mode mode)
+{
+    return mode_names[mode];
 }
 
 /* A topology number of cpu from sysfs, or -1 if there is none. */

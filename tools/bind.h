@@ -50,6 +50,9 @@ struct bind_plan {
 /* Parses "core", "none" or "auto"; false on anything else. */
 bool bind_parse(const char *text, enum bind_mode *mode);
 
+/* The word bind_parse reads for mode (for a command line). */
+const char *bind_name(enum bind_mode mode);
+
 /* Finds the cores we may run on and decides, for nranks ranks.  0, or -1
  * with why in err (an explicit --bind-to core with too few cores). */
 int bind_plan_make(struct bind_plan *plan, enum bind_mode mode, int nranks, char *err,

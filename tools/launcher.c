@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "bind.h"
+#include "cli.h"
 #include "launcher_hosts.h"
 #include "tide.h"
 
@@ -78,7 +79,8 @@ enum {
 struct options {
     int nranks;       /* -n; 0 until given */
     int port;         /* --port; 0 means pick a free one */
-    const char *addr; /* --addr; becomes MASTER_ADDR */
+    const char *addr; /* --addr; becomes MASTER_ADDR (unset: 127.0.0.1, or
+                       * with -H the first host) */
     bool no_prefix;   /* --no-prefix: ranks inherit stdout/stderr */
     bool keep_going;  /* --keep-going: a rank killed by a signal stops nobody */
     int64_t grace_ms; /* --grace: SIGTERM to SIGKILL delay */
@@ -93,7 +95,6 @@ struct options {
     struct host_plan hosts;
     const char *agent;
     int local_host;
-    bool addr_given;
     /* A share of a bigger job: its size and our first rank (defaults
      * from --nnodes); --token-stdin: the token comes on stdin, which then
      * stays open as the starting tide-run's lifeline */
@@ -196,43 +197,23 @@ __attribute__((format(printf, 1, 2))) static void usage_error(const char *fmt, .
     fputs(" (see tide-run --help)\n", stderr);
 }
 
-/* Parses a whole decimal integer in [min, max]; false on anything else. */
-static bool parse_int(const char *text, long min, long max, long *out)
+/* Option `name`'s whole number in [min, max] into *out, or a usage error. */
+static bool apply_int(const char *name, const char *value, int min, int max, int *out)
 {
-    char *end;
-
-    errno = 0;
-    long value = strtol(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0')
-        return false;
-    if (value < min || value > max)
-        return false;
-    *out = value;
-    return true;
+    if (cli_parse_int(value, min, max, out))
+        return true;
+    usage_error("%s must be from %d to %d, not '%s'", name, min, max, value);
+    return false;
 }
 
 static bool apply_nranks(struct options *opt, const char *value)
 {
-    long n;
-
-    if (!parse_int(value, 1, MAX_RANKS, &n)) {
-        usage_error("-n must be from 1 to %d, not '%s'", MAX_RANKS, value);
-        return false;
-    }
-    opt->nranks = (int)n;
-    return true;
+    return apply_int("-n", value, 1, MAX_RANKS, &opt->nranks);
 }
 
 static bool apply_port(struct options *opt, const char *value)
 {
-    long port;
-
-    if (!parse_int(value, 1, 65535, &port)) {
-        usage_error("--port must be from 1 to 65535, not '%s'", value);
-        return false;
-    }
-    opt->port = (int)port;
-    return true;
+    return apply_int("--port", value, 1, 65535, &opt->port);
 }
 
 static bool apply_addr(struct options *opt, const char *value)
@@ -313,50 +294,22 @@ static bool apply_map_by(struct options *opt, const char *value)
 
 static bool apply_nnodes(struct options *opt, const char *value)
 {
-    long n;
-    if (!parse_int(value, 1, MAX_NODES, &n)) {
-        usage_error("--nnodes must be from 1 to %d, not '%s'", MAX_NODES, value);
-        return false;
-    }
-    opt->nnodes = (int)n;
-    return true;
+    return apply_int("--nnodes", value, 1, MAX_NODES, &opt->nnodes);
 }
 
 static bool apply_node_rank(struct options *opt, const char *value)
 {
-    long n;
-    if (!parse_int(value, 0, MAX_NODES - 1, &n)) {
-        usage_error("--node-rank must be from 0 to %d, not '%s'", MAX_NODES - 1, value);
-        return false;
-    }
-    opt->node_rank = (int)n;
-    return true;
-}
-
-static bool apply_count(const char *name, const char *value, long max, int *out)
-{
-    long n;
-    if (!parse_int(value, 0, max, &n)) {
-        usage_error("%s must be from 0 to %ld, not '%s'", name, max, value);
-        return false;
-    }
-    *out = (int)n;
-    return true;
+    return apply_int("--node-rank", value, 0, MAX_NODES - 1, &opt->node_rank);
 }
 
 static bool apply_world_size(struct options *opt, const char *value)
 {
-    if (!apply_count("--world-size", value, MAX_RANKS * MAX_NODES, &opt->world_size))
-        return false;
-    if (opt->world_size > 0)
-        return true;
-    usage_error("--world-size must be 1 or more");
-    return false;
+    return apply_int("--world-size", value, 1, MAX_RANKS * MAX_NODES, &opt->world_size);
 }
 
 static bool apply_first_rank(struct options *opt, const char *value)
 {
-    return apply_count("--first-rank", value, MAX_RANKS * MAX_NODES, &opt->first_rank);
+    return apply_int("--first-rank", value, 0, MAX_RANKS * MAX_NODES - 1, &opt->first_rank);
 }
 
 static bool apply_hosts(struct options *opt, const char *value)
@@ -535,7 +488,6 @@ static enum parse_result plan_hosts(struct options *opt)
     opt->nranks = 0;
     opt->nnodes = p->n;
     opt->world_size = p->world;
-    opt->local_host = -1;
     for (int i = 0; i < p->n; i++) {
         if (!p->hosts[i].local)
             continue;
@@ -550,12 +502,12 @@ static enum parse_result plan_hosts(struct options *opt)
         opt->node_rank = i;
     }
     bool remote = opt->nnodes > (opt->local_host >= 0);
-    if (remote && !opt->addr_given && p->hosts[0].local) {
+    if (remote && !opt->addr && p->hosts[0].local) {
         usage_error("rank 0 runs here: give --addr, the address the other hosts reach this "
                     "one at");
         return PARSE_ERROR;
     }
-    if (!opt->addr_given)
+    if (!opt->addr)
         opt->addr = p->hosts[0].name;
     return PARSE_RUN;
 }
@@ -572,6 +524,8 @@ static enum parse_result check_options(struct options *opt)
         usage_error("missing -n N (the number of ranks), or -H/--hostfile");
         return PARSE_ERROR;
     }
+    if (!opt->addr)
+        opt->addr = "127.0.0.1";
     if (opt->world_size == 0)
         opt->world_size = opt->nnodes * opt->nranks;
     if (opt->first_rank < 0)
@@ -581,7 +535,7 @@ static enum parse_result check_options(struct options *opt)
 
 static enum parse_result parse_args(int argc, char **argv, struct options *opt)
 {
-    *opt = (struct options){.addr = "127.0.0.1", .grace_ms = DEFAULT_GRACE_MS, .nnodes = 1,
+    *opt = (struct options){.grace_ms = DEFAULT_GRACE_MS, .nnodes = 1,
                             .first_rank = -1, .local_host = -1};
     const char *agent = getenv("TIDE_RUN_AGENT");
     opt->agent = agent && *agent ? agent : "ssh";
@@ -598,8 +552,6 @@ static enum parse_result parse_args(int argc, char **argv, struct options *opt)
                 usage_error("unknown option '%s'", arg);
             return PARSE_ERROR;
         }
-        if (code == OPT_ADDR)
-            opt->addr_given = true;
         enum parse_result r = take_option(opt, code, optarg);
         if (r != PARSE_RUN)
             return r;
@@ -998,6 +950,16 @@ static void say_binding(const struct bind_plan *plan)
     fprintf(stderr, "tide-run: %s\n", plan->summary);
 }
 
+/* In a forked child: the signal mask, SIGPIPE's disposition and the fd
+ * limit survive exec, so it gets back the ones we started with. */
+static void restore_for_exec(const struct launcher *l)
+{
+    sigprocmask(SIG_SETMASK, &l->child_mask, NULL);
+    sigaction(SIGPIPE, &l->child_sigpipe, NULL);
+    if (l->child_nofile.rlim_cur != 0)
+        setrlimit(RLIMIT_NOFILE, &l->child_nofile);
+}
+
 /* Runs in the forked child; never returns. */
 _Noreturn static void run_child(const struct launcher *l, int rank, int out_fd, int err_fd)
 {
@@ -1013,15 +975,11 @@ _Noreturn static void run_child(const struct launcher *l, int rank, int out_fd, 
     }
     if (out_fd >= 0 && (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0))
         _exit(EXIT_EXEC_FAILED);
-    /* The mask, dispositions and limits survive exec: undo ours. */
-    sigprocmask(SIG_SETMASK, &l->child_mask, NULL);
-    sigaction(SIGPIPE, &l->child_sigpipe, NULL);
+    restore_for_exec(l);
     /* Until tide installs its dump handler (at the first collective), a
      * SIGUSR1 from --dump-on-timeout must not kill the rank. */
     if (l->opt.dump_after_ms)
         signal(SIGUSR1, SIG_IGN);
-    if (l->child_nofile.rlim_cur != 0)
-        setrlimit(RLIMIT_NOFILE, &l->child_nofile);
     int err = bind_apply(&l->bind, rank);
     if (err)
         dprintf(STDERR_FILENO, "tide-run: rank %d runs unbound: %s\n", global_rank(l, rank),
@@ -1114,10 +1072,7 @@ _Noreturn static void run_agent(const struct launcher *l, const struct rank *a, 
     if (dup2(in_fd, STDIN_FILENO) < 0 ||
         (out_fd >= 0 && (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0)))
         _exit(EXIT_EXEC_FAILED);
-    sigprocmask(SIG_SETMASK, &l->child_mask, NULL);
-    sigaction(SIGPIPE, &l->child_sigpipe, NULL);
-    if (l->child_nofile.rlim_cur != 0)
-        setrlimit(RLIMIT_NOFILE, &l->child_nofile);
+    restore_for_exec(l);
     execvp(a->argv[0], a->argv);
     dprintf(STDERR_FILENO, "tide-run: cannot run the agent %s: %s\n", a->argv[0],
             strerror(errno));
@@ -1447,8 +1402,6 @@ enum { NUM_CAP = 24, NEED_WORDS = 2 * MAX_EXPORTS + 24 };
 static void remote_tail(const struct options *opt, const char **tail, char (*store)[NUM_CAP],
                         char **owned)
 {
-    static const char *const binds[] = {[BIND_AUTO] = "auto", [BIND_CORE] = "core",
-                                        [BIND_NONE] = "none"};
     int n = 0;
     snprintf(store[0], NUM_CAP, "%d", opt->nnodes);
     snprintf(store[1], NUM_CAP, "%d", opt->world_size);
@@ -1457,7 +1410,7 @@ static void remote_tail(const struct options *opt, const char **tail, char (*sto
     snprintf(store[4], NUM_CAP, "%.3f", (double)opt->dump_after_ms / 1000);
     const char *words[] = {"--nnodes", store[0], "--world-size", store[1], "--addr", opt->addr,
                            "--port", store[2], "--grace", store[3], "--bind-to",
-                           binds[opt->bind], "--token-stdin"};
+                           bind_name(opt->bind), "--token-stdin"};
     for (size_t k = 0; k < sizeof words / sizeof words[0]; k++)
         tail[n++] = words[k];
     if (opt->keep_going)
@@ -1509,12 +1462,11 @@ static int make_agents(struct launcher *l)
 
 static int launcher_init(struct launcher *l)
 {
+    /* The ranks here, then an agent for every host but this one. */
     int n = l->opt.nranks + l->opt.hosts.n - (l->opt.local_host >= 0);
     sigset_t handled;
     struct sigaction ignore = {.sa_handler = SIG_IGN};
 
-    if (l->opt.hosts.n == 0)
-        n = l->opt.nranks;
     l->nprocs = n;
     l->signal_fd = -1;
     l->lifeline_fd = l->opt.token_stdin ? STDIN_FILENO : -1;
@@ -1601,7 +1553,8 @@ static int prepare(struct launcher *l, int argc, char **argv)
     if (setup_environment(&l->opt) != 0)
         return EXIT_USAGE;
     char why[160];
-    if (l->opt.nranks > 0 && bind_plan_make(&l->bind, l->opt.bind, l->opt.nranks, why, sizeof why)) {
+    int nranks = l->opt.nranks;
+    if (nranks > 0 && bind_plan_make(&l->bind, l->opt.bind, nranks, why, sizeof why) != 0) {
         usage_error("%s", why);
         return EXIT_USAGE;
     }

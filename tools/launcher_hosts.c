@@ -1,5 +1,6 @@
 /* launcher_hosts.c - see launcher_hosts.h. */
 #include "launcher_hosts.h"
+#include "cli.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,13 +14,7 @@ enum { MAX_HOSTS = 1024, MAX_SLOTS = 1024 };
 
 static int slots_of(const char *text, long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end != '\0' || v < 1 || v > MAX_SLOTS)
-        return -1;
-    *out = v;
-    return 0;
+    return cli_parse_long(text, 1, MAX_SLOTS, out) ? 0 : -1;
 }
 
 /* Add slots to host `name` (a new one at the end, or the one of that
@@ -188,7 +183,7 @@ static bool agent_uses_a_shell(const char *agent)
         if (agent[i] == '/')
             base = agent + i + 1;
     size_t b = n - (size_t)(base - agent);
-    return (b == 3 && !strncmp(base, "ssh", 3)) || (b == 3 && !strncmp(base, "rsh", 3));
+    return b == 3 && (!strncmp(base, "ssh", 3) || !strncmp(base, "rsh", 3));
 }
 
 /* s as one word of a POSIX shell: '...' with each ' as '\''. */
