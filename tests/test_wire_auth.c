@@ -34,31 +34,39 @@
 static const uint8_t key_a[TIDE_WIRE_KEY_SIZE] = {1, 2, 3};
 static const uint8_t key_b[TIDE_WIRE_KEY_SIZE] = {1, 2, 4};
 
-/* A sender and a receiver of one direction. */
+/* A sender and a receiver of one direction, keyed afresh. */
 static void pair(uint32_t word, struct tide__wire_dir *tx, struct tide__wire_dir *rx,
                  const uint8_t *rx_key)
 {
-    tide__wire_dir_init(tx, word, key_a);
-    tide__wire_dir_init(rx, word, rx_key);
+    tide__wire_dir_clear(tx);
+    tide__wire_dir_clear(rx);
+    assert_int_equal(tide__wire_dir_init(tx, word, key_a, true), 0);
+    assert_int_equal(tide__wire_dir_init(rx, word, rx_key, false), 0);
 }
 
-static void one_aead(int aead)
+/* Every case on payloads of `size` bytes: below TIDE_WIRE_STREAM_MIN
+ * tagged in one call, above it piece by piece. */
+static void one_aead(int aead, size_t size)
 {
     uint32_t word = TIDE_WIRE_MAC | (uint32_t)aead << 8;
-    struct tide__wire_dir tx, rx;
-    uint8_t hdr[48], payload[3000], htag[16], ptag[16];
-    for (size_t i = 0; i < sizeof payload; i++)
+    struct tide__wire_dir tx = {0}, rx = {0};
+    uint8_t hdr[48], htag[16], ptag[16];
+    uint8_t *payload = malloc(size), *secret = malloc(size), *plain = malloc(size);
+    assert_non_null(payload);
+    assert_non_null(secret);
+    assert_non_null(plain);
+    for (size_t i = 0; i < size; i++)
         payload[i] = (uint8_t)(i * 31 + 7);
     memset(hdr, 0x5a, sizeof hdr);
 
     /* Two good frames, the second with an empty payload, then a third. */
     pair(word, &tx, &rx, key_a);
     for (int f = 0; f < 3; f++) {
-        size_t len = f == 1 ? 0 : sizeof payload;
+        size_t len = f == 1 ? 0 : size;
         hdr[0] = (uint8_t)f;
         tide__wire_seal_header(&tx, hdr, sizeof hdr, htag);
         if (len)
-            tide__wire_seal_payload(&tx, payload, len, NULL, ptag);
+            assert_int_equal(tide__wire_seal_payload(&tx, payload, len, NULL, ptag), 0);
         assert_int_equal(tide__wire_open_header(&rx, hdr, sizeof hdr, htag), 0);
         if (len)
             assert_int_equal(tide__wire_open_payload(&rx, payload, len, false, ptag), 0);
@@ -68,12 +76,12 @@ static void one_aead(int aead)
     for (int where = 0; where < 4; where++) {
         pair(word, &tx, &rx, key_a);
         tide__wire_seal_header(&tx, hdr, sizeof hdr, htag);
-        tide__wire_seal_payload(&tx, payload, sizeof payload, NULL, ptag);
-        uint8_t *bit = where == 0 ? &hdr[40] : where == 1 ? &payload[1234]
+        tide__wire_seal_payload(&tx, payload, size, NULL, ptag);
+        uint8_t *bit = where == 0 ? &hdr[40] : where == 1 ? &payload[size - 1234]
                      : where == 2 ? &htag[3]  : &ptag[15];
         *bit ^= 0x10;
         int h = tide__wire_open_header(&rx, hdr, sizeof hdr, htag);
-        int p = tide__wire_open_payload(&rx, payload, sizeof payload, false, ptag);
+        int p = tide__wire_open_payload(&rx, payload, size, false, ptag);
         assert_int_equal(h, where == 0 || where == 2 ? TIDE_EAUTH : 0);
         assert_int_equal(p, where == 1 || where == 3 ? TIDE_EAUTH : 0);
         *bit ^= 0x10;
@@ -92,25 +100,121 @@ static void one_aead(int aead)
 
     /* Encrypting: the wire shows no plaintext, and it comes back whole. */
     word = TIDE_WIRE_ENCRYPT | (uint32_t)aead << 8;
-    uint8_t secret[sizeof payload];
     pair(word, &tx, &rx, key_a);
     tide__wire_seal_header(&tx, hdr, sizeof hdr, htag);
-    tide__wire_seal_payload(&tx, payload, sizeof payload, secret, ptag);
+    assert_int_equal(tide__wire_seal_payload(&tx, payload, size, secret, ptag), 0);
     assert_memory_not_equal(secret, payload, 64);
+    memcpy(plain, secret, size);
     assert_int_equal(tide__wire_open_header(&rx, hdr, sizeof hdr, htag), 0);
-    assert_int_equal(tide__wire_open_payload(&rx, secret, sizeof secret, true, ptag), 0);
-    assert_memory_equal(secret, payload, sizeof payload);
+    assert_int_equal(tide__wire_open_payload(&rx, plain, size, true, ptag), 0);
+    assert_memory_equal(plain, payload, size);
     tide__wire_dir_clear(&tx);
     tide__wire_dir_clear(&rx);
+    free(payload);
+    free(secret);
+    free(plain);
+}
+
+/* The tag and ciphertext libsodium gives in one call for the payload of
+ * frame 0 (nonce (0, 1): wire_auth.h), the bytes a peer of any size
+ * threshold expects. */
+static void sodium_reference(int aead, bool encrypt, const uint8_t *payload, size_t len,
+                             uint8_t *cipher, uint8_t tag[16])
+{
+    uint8_t n[12] = {0}, none[1];
+    n[8] = 1;
+    const uint8_t *m = encrypt ? payload : none, *ad = encrypt ? NULL : payload;
+    size_t mlen = encrypt ? len : 0, adlen = encrypt ? 0 : len;
+    if (aead == TIDE_WIRE_AES_GCM)
+        crypto_aead_aes256gcm_encrypt_detached(encrypt ? cipher : none, tag, NULL, m, mlen, ad,
+                                               adlen, NULL, n, key_a);
+    else
+        crypto_aead_chacha20poly1305_ietf_encrypt_detached(encrypt ? cipher : none, tag, NULL, m,
+                                                           mlen, ad, adlen, NULL, n, key_a);
+}
+
+/* A large payload tagged by OpenSSL (wire_auth.h) carries the tag that
+ * libsodium gives the whole of it, and the receiver gets the same
+ * answer however the payload is cut into pieces as it lands: the format
+ * on the wire did not change with the library. */
+static void pieces_match_one_call(int aead, bool encrypt)
+{
+    uint32_t word = (uint32_t)(encrypt ? TIDE_WIRE_ENCRYPT : TIDE_WIRE_MAC) | (uint32_t)aead << 8;
+    size_t len = 5 * TIDE_WIRE_STREAM_MIN + 13;
+    uint8_t *payload = malloc(len), *wire = malloc(len), *ref = malloc(len);
+    assert_non_null(payload);
+    assert_non_null(wire);
+    assert_non_null(ref);
+    for (size_t i = 0; i < len; i++)
+        payload[i] = (uint8_t)(i * 131 + 17);
+    uint8_t hdr[48] = {7}, htag[16], tag[16], reftag[16];
+    struct tide__wire_dir tx = {0}, rx = {0};
+
+    pair(word, &tx, &rx, key_a);
+    tide__wire_seal_header(&tx, hdr, sizeof hdr, htag);
+    assert_int_equal(tide__wire_seal_payload(&tx, payload, len, encrypt ? wire : NULL, tag), 0);
+    sodium_reference(aead, encrypt, payload, len, ref, reftag);
+    assert_memory_equal(tag, reftag, sizeof tag);
+    if (encrypt)
+        assert_memory_equal(wire, ref, len);
+    else
+        memcpy(wire, payload, len);
+
+    /* Cut at odd places, one byte included; then once more, altered. */
+    for (int bad = 0; bad < 2; bad++) {
+        uint8_t *got = malloc(len);
+        assert_non_null(got);
+        memcpy(got, wire, len);
+        if (bad)
+            got[len / 2] ^= 1;
+        assert_int_equal(tide__wire_open_header(&rx, hdr, sizeof hdr, htag), 0);
+        size_t cuts[] = {0, 1, 4096, 65537, 200000, len};
+        for (int k = 0; k + 1 < (int)(sizeof cuts / sizeof cuts[0]); k++)
+            assert_int_equal(tide__wire_open_piece(&rx, cuts[k], got + cuts[k],
+                                                   cuts[k + 1] - cuts[k], encrypt),
+                             0);
+        assert_int_equal(tide__wire_open_end(&rx, len, tag), bad ? TIDE_EAUTH : 0);
+        if (!bad && encrypt)
+            assert_memory_equal(got, payload, len);
+        free(got);
+        tide__wire_seal_header(&tx, hdr, sizeof hdr, htag); /* the next frame's */
+        tide__wire_seal_payload(&tx, payload, len, encrypt ? wire : NULL, tag);
+    }
+
+    /* A piece skipped, or the payload ended short: refused. */
+    assert_int_equal(tide__wire_open_header(&rx, hdr, sizeof hdr, htag), 0);
+    assert_int_equal(tide__wire_open_piece(&rx, 0, wire, 100, encrypt), 0);
+    assert_int_equal(tide__wire_open_piece(&rx, 200, wire + 200, 100, encrypt), TIDE_EAUTH);
+    assert_int_equal(tide__wire_open_end(&rx, len, tag), TIDE_EAUTH);
+
+    tide__wire_dir_clear(&tx);
+    tide__wire_dir_clear(&rx);
+    free(payload);
+    free(wire);
+    free(ref);
 }
 
 static void seals_and_opens_on_both_aeads(void **state)
 {
     (void)state;
     assert_true(sodium_init() >= 0);
-    if (crypto_aead_aes256gcm_is_available())
-        one_aead(TIDE_WIRE_AES_GCM);
-    one_aead(TIDE_WIRE_CHACHA_POLY);
+    for (int big = 0; big < 2; big++) {
+        size_t size = big ? 3 * TIDE_WIRE_STREAM_MIN + 5 : 3000;
+        if (crypto_aead_aes256gcm_is_available())
+            one_aead(TIDE_WIRE_AES_GCM, size);
+        one_aead(TIDE_WIRE_CHACHA_POLY, size);
+    }
+}
+
+static void pieced_tags_are_libsodiums(void **state)
+{
+    (void)state;
+    assert_true(sodium_init() >= 0);
+    for (int encrypt = 0; encrypt < 2; encrypt++) {
+        if (crypto_aead_aes256gcm_is_available())
+            pieces_match_one_call(TIDE_WIRE_AES_GCM, encrypt);
+        pieces_match_one_call(TIDE_WIRE_CHACHA_POLY, encrypt);
+    }
 }
 
 static void mode_names(void **state)
@@ -438,6 +542,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(seals_and_opens_on_both_aeads),
+        cmocka_unit_test(pieced_tags_are_libsodiums),
         cmocka_unit_test(mode_names),
         cmocka_unit_test(collectives_with_macs_and_encryption),
         cmocka_unit_test(an_altered_byte_is_caught),

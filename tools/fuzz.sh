@@ -21,7 +21,7 @@ if [[ $arg != seeds && ! $arg =~ ^[0-9]+$ ]]; then
   exit 2
 fi
 
-tools/packages.sh fuzz clang libclang-rt-14-dev libsodium-dev pkg-config
+tools/packages.sh fuzz clang libclang-rt-14-dev libsodium-dev libssl-dev pkg-config
 
 out=build-fuzz
 mkdir -p "$out/corpus" "$out/crashes"
@@ -33,7 +33,7 @@ wire_sources=(transports/frame.c transports/match.c transports/tcp/handshake.c
 cflags=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Iinclude -I.
         -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
         -Wno-unused-parameter -Werror)
-read -ra sodium <<<"$(pkg-config --cflags --libs libsodium)"
+read -ra sodium <<<"$(pkg-config --cflags --libs libsodium libcrypto)"
 
 echo "fuzz: building $out/fuzz_wire"
 clang "${cflags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

@@ -9,7 +9,7 @@
 set -euo pipefail
 
 "$(dirname "$0")/packages.sh" setup meson ninja-build pkg-config gcc liburing-dev libcmocka-dev \
-  libsodium-dev libopenblas-dev help2man iproute2
+  libsodium-dev libssl-dev libopenblas-dev help2man iproute2
 
 build=${1:-build}
 shift || true

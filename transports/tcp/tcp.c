@@ -197,10 +197,10 @@ static int init_conn(struct tide__tcp *tp, int p, int fd, const struct tide__wir
     c->rx_uop.complete = tcp_recv_complete;
     if (fd < 0)
         return 0;
-    if (tp->wire != TIDE_WIRE_OFF) {
-        tide__wire_dir_init(&c->tx_auth, tide__wire_word(tp->wire), keys[p].tx);
-        tide__wire_dir_init(&c->rx_auth, tide__wire_word(tp->wire), keys[p].rx);
-    }
+    uint32_t word = tide__wire_word(tp->wire);
+    if (tp->wire != TIDE_WIRE_OFF && (tide__wire_dir_init(&c->tx_auth, word, keys[p].tx, true) ||
+                                      tide__wire_dir_init(&c->rx_auth, word, keys[p].rx, false)))
+        return TIDE_ENOMEM;
     c->stage = malloc(TCP_STAGE_BYTES);
     return c->stage ? 0 : TIDE_ENOMEM;
 }

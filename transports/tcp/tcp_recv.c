@@ -51,9 +51,13 @@ static bool wants_direct(const struct tcp_conn *c)
     return c->rx.in_frame && c->rx.dst && c->rx.left >= TCP_DIRECT_MIN;
 }
 
+/* How much one direct receive takes: all that is left, or a piece at a
+ * time where the payload is tagged, so that each piece is checked as it
+ * lands (landed). */
 static size_t direct_len(const struct tcp_conn *c)
 {
-    return c->rx.left < TCP_MAX_SUBMIT ? c->rx.left : TCP_MAX_SUBMIT;
+    size_t most = c->rx_tag_due ? TCP_AUTH_PIECE : TCP_MAX_SUBMIT;
+    return c->rx.left < most ? c->rx.left : most;
 }
 
 void tcp_recv_arm(struct tcp_conn *c)
@@ -104,6 +108,19 @@ static void auth_failed(struct tcp_conn *c, const char *what)
                   what, c->peer, c->peer);
 }
 
+/* n payload bytes just landed at `at`, in the frame's destination.  A
+ * large payload's tag takes them now, while they are in the cache and
+ * the next bytes are still on the wire, instead of all of them after
+ * the last (wire_auth.h).  The connection is lost if that fails. */
+static void landed(struct tcp_conn *c, uint8_t *at, size_t n)
+{
+    if (!c->rx_tag_due || !n || c->rx.hdr.len < TIDE_WIRE_STREAM_MIN)
+        return;
+    size_t offset = (size_t)c->rx.hdr.len - c->rx.left - n;
+    if (tide__wire_open_piece(&c->rx_auth, offset, at, n, c->tp->wire == TIDE_WIRE_ENCRYPT))
+        auth_failed(c, "payload");
+}
+
 /* The current frame's payload is in: check its tag where it has one,
  * decrypt it, and complete what it was for.  Returns false when its tag
  * has yet to arrive, or failed (the connection is then lost: nothing
@@ -118,9 +135,12 @@ static bool frame_end(struct tcp_conn *c)
          * anything completes with it. */
         size_t len = (size_t)c->rx.hdr.len;
         bool decrypt = c->tp->wire == TIDE_WIRE_ENCRYPT;
-        int bad = c->rx.dst ? tide__wire_open_payload(&c->rx_auth, c->rx.dst - len, len, decrypt,
-                                                      c->stage + c->stage_pos)
-                            : 0;
+        const uint8_t *tag = c->stage + c->stage_pos;
+        int bad = 0;
+        if (c->rx.dst && len >= TIDE_WIRE_STREAM_MIN)
+            bad = tide__wire_open_end(&c->rx_auth, len, tag); /* its bytes went by in landed */
+        else if (c->rx.dst)
+            bad = tide__wire_open_payload(&c->rx_auth, c->rx.dst - len, len, decrypt, tag);
         c->stage_pos += TIDE_WIRE_TAG_SIZE;
         c->rx_tag_due = false;
         if (bad) {
@@ -158,12 +178,17 @@ static void parse(struct tcp_conn *c)
         if (c->rx.in_frame) {
             size_t avail = c->stage_len - c->stage_pos;
             size_t take = avail < c->rx.left ? avail : c->rx.left;
-            if (take && c->rx.dst) {
-                memcpy(c->rx.dst, c->stage + c->stage_pos, take);
+            uint8_t *at = c->rx.dst;
+            if (take && at) {
+                memcpy(at, c->stage + c->stage_pos, take);
                 c->rx.dst += take;
             }
             c->stage_pos += take;
             c->rx.left -= take;
+            if (at)
+                landed(c, at, take);
+            if (c->lost)
+                return;
             if (c->rx.left == 0 && frame_end(c))
                 continue;
             if (!c->lost)
@@ -218,6 +243,9 @@ static void received(struct tcp_conn *c, bool direct, int res)
     if (direct) {
         c->rx.dst += res;
         c->rx.left -= (size_t)res;
+        landed(c, c->rx.dst - res, (size_t)res);
+        if (c->lost)
+            return;
         if (c->rx_cancelled)
             finish_cancel(c); /* parse() ends the frame once its tag is in */
     } else {
