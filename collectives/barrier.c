@@ -83,7 +83,7 @@ int tide_ibarrier(tide_comm *comm, tide_req **out)
         tide__log(TIDE_LOG_WARN, comm->rank, "tide_ibarrier: %s", why);
         return TIDE_EINVAL;
     }
-    tide_req *req = tide__req_new(comm, algo->vt, algo->op_size);
+    tide_req *req = tide__coll_req_new(comm, algo->vt, algo->op_size);
     if (!req)
         return TIDE_ENOMEM;
     tide__coll_number(req);

@@ -117,7 +117,7 @@ static int make(struct call *k, bool part, size_t select_bytes, tide_req **out)
     const struct tide__algo *algo = tide__select(k->kind, comm, select_bytes, why, sizeof why);
     if (algo && comm->size == 1)
         algo = &tide__algo_local;
-    tide_req *req = algo ? tide__req_new(comm, algo->vt, algo->op_size) : NULL;
+    tide_req *req = algo ? tide__coll_req_new(comm, algo->vt, algo->op_size) : NULL;
     if (!req) {
         free(k->blk.offs);
         if (k->stage_to)

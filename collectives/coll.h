@@ -97,6 +97,11 @@ struct tide__coll {
     tide__msg msg[TIDE_COLL_MSGS];
 };
 
+/* tide__req_new for this layer's requests, collectives and
+ * point-to-point alike: it also gives the context this layer's names
+ * for kinds and signatures (signature.c; engine/names.c). */
+tide_req *tide__coll_req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t size);
+
 /* The vtable of round-based algorithms (the driver). */
 extern const struct tide__op_vtbl tide__coll_vtbl;
 

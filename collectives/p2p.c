@@ -1,6 +1,7 @@
 /* p2p.c - point-to-point send and receive: the simplest operations, one
  * message each.  Matching in send order per (peer, tag) comes from the
  * transport (a FIFO per peer and an ordered stream). */
+#include "collectives/coll.h"
 #include "engine/context.h"
 #include "engine/log.h"
 
@@ -88,7 +89,7 @@ static const struct tide__op_vtbl recv_any_vtbl = {"recv", any_start, any_step, 
 static int recv_any_post(tide_comm *comm, void *buf, size_t bytes, uint32_t tag, tide_req **out)
 {
     size_t size = sizeof(struct any_op) + (size_t)comm->size * sizeof(tide__msg);
-    tide_req *req = tide__req_new(comm, &recv_any_vtbl, size);
+    tide_req *req = tide__coll_req_new(comm, &recv_any_vtbl, size);
     if (!req)
         return TIDE_ENOMEM;
     req->algorithm = "any-source";
@@ -133,7 +134,7 @@ int tide__p2p_post(tide_comm *comm, enum tide__msg_dir dir, void *buf, size_t by
                    uint32_t tag, tide_req **out)
 {
     const struct tide__op_vtbl *vt = dir == TIDE_MSG_SEND ? &send_vtbl : &recv_vtbl;
-    tide_req *req = tide__req_new(comm, vt, sizeof(struct p2p_op));
+    tide_req *req = tide__coll_req_new(comm, vt, sizeof(struct p2p_op));
     if (!req)
         return TIDE_ENOMEM;
     req->algorithm = "p2p";

@@ -1,14 +1,15 @@
 /* signature.c - a collective's wire signature (kind, count, dtype, op,
  * root, algorithm) in words, for the messages of ranks that called
- * different collectives: "allreduce of 1000 float32 (sum) [ring]".  The
- * engine's mismatch reports (engine/mismatch.c) call it through the
- * declaration in engine/context.h; naming collectives is this layer's
- * business, not the engine's. */
+ * different collectives: "allreduce of 1000 float32 (sum) [ring]".
+ * Naming collectives is this layer's business, not the engine's: the
+ * engine's mismatch and deadline reports and its flight recorder call
+ * these through the namer each request hands its context
+ * (tide__coll_req_new; engine/names.c). */
 #include "collectives/coll.h"
 
 #include <stdio.h>
 
-const char *tide__kind_name(uint8_t kind)
+static const char *kind_name(uint8_t kind)
 {
     static const char *names[] = {"?", "p2p", "barrier", "allreduce", "broadcast", "reduce",
                                   "allgather", "allgatherv", "reduce_scatter", "reduce_scatterv",
@@ -16,9 +17,9 @@ const char *tide__kind_name(uint8_t kind)
     return kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
-void tide__describe_signature(const struct tide__frame *s, char *buf, size_t len)
+static void describe(const struct tide__frame *s, char *buf, size_t len)
 {
-    const char *kind = tide__kind_name(s->kind);
+    const char *kind = kind_name(s->kind);
     if (s->kind == TIDE_KIND_BARRIER) {
         snprintf(buf, len, "barrier");
         return;
@@ -35,3 +36,10 @@ void tide__describe_signature(const struct tide__frame *s, char *buf, size_t len
         snprintf(buf + n, len - (size_t)n, " [%s]", tide__algo_name_of(s->flags));
 }
 
+static const struct tide__namer namer = {kind_name, describe};
+
+tide_req *tide__coll_req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t size)
+{
+    tide__ctx_set_namer(comm->ctx, &namer);
+    return tide__req_new(comm, vt, size);
+}

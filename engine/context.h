@@ -202,6 +202,7 @@ struct tide_comm {
 
 struct tide__ctx {
     _Atomic int refs; /* the world communicator + every unreleased request */
+    const struct tide__namer *_Atomic namer; /* names.c: the collective layer's */
     tide_config cfg;
     int rank, size;
     uint64_t timeout_ns;
@@ -354,12 +355,22 @@ void tide__req_pool_free(struct tide__ctx *ctx);
 
 /* ---- mismatch.c: ranks that called different collectives ---- */
 
-/* "allreduce of 1000 float (sum)", for messages; "allreduce", the name
- * of a TIDE_KIND_*, for the flight recorder's dumps.  Provided by the
- * collective layer (collectives/signature.c), which knows the names of
- * collectives and their algorithms; the engine knows neither. */
-const char *tide__kind_name(uint8_t kind);
-void tide__describe_signature(const struct tide__frame *s, char *buf, size_t len);
+/* ---- names.c: naming kinds and signatures ---- */
+
+/* What the layer that defines collectives tells the engine about them:
+ * "allreduce", the name of a TIDE_KIND_*, for the flight recorder's
+ * dumps; "allreduce of 1000 float32 (sum) [ring]", for messages.  The
+ * engine knows neither collectives nor algorithms (names.c). */
+struct tide__namer {
+    const char *(*kind_name)(uint8_t kind);
+    void (*describe)(const struct tide__frame *s, char *buf, size_t len);
+};
+/* Any thread, before it hands ctx a request: from now on ctx names
+ * kinds and signatures through namer. */
+void tide__ctx_set_namer(struct tide__ctx *ctx, const struct tide__namer *namer);
+const char *tide__kind_name(const struct tide__ctx *ctx, uint8_t kind);
+void tide__describe_signature(const struct tide__ctx *ctx, const struct tide__frame *s, char *buf,
+                              size_t len);
 /* Fail req with TIDE_EMISMATCH, saying what world rank peer called. */
 void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *theirs);
 /* A collective is starting: apply what was learned of it before (early

@@ -63,8 +63,8 @@ static tide_req *find_active(struct tide__ctx *ctx, uint32_t comm_id, uint64_t s
 void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *theirs)
 {
     char mine[128], other[128];
-    tide__describe_signature(&req->sig, mine, sizeof mine);
-    tide__describe_signature(theirs, other, sizeof other);
+    tide__describe_signature(req->ctx, &req->sig, mine, sizeof mine);
+    tide__describe_signature(req->ctx, theirs, other, sizeof other);
     tide__req_fail(req, TIDE_EMISMATCH, "rank %d called %s; rank %d called %s", peer, other,
                    req->ctx->rank, mine);
 }
@@ -141,7 +141,7 @@ static void describe_ended(tide_comm *comm, uint64_t seq, char *buf, size_t len)
 {
     const struct tide__frame *s = recent_slot(comm, seq);
     if (s->seq == seq)
-        tide__describe_signature(s, buf, len);
+        tide__describe_signature(comm->ctx, s, buf, len);
     else
         snprintf(buf, len, "this collective");
 }
@@ -224,7 +224,7 @@ static void check_unexpected(struct tide__ctx *ctx, int peer, const struct tide_
          * sent elsewhere would otherwise wait out its deadline. */
         char mine[128], theirs[128], text[300];
         describe_ended(comm, f->seq, mine, sizeof mine);
-        tide__describe_signature(f, theirs, sizeof theirs);
+        tide__describe_signature(ctx, f, theirs, sizeof theirs);
         snprintf(text, sizeof text, "it had finished %s when rank %d sent a frame of %s", mine,
                  peer, theirs);
         tide__poison_comm(ctx, comm, f->seq, TIDE_EMISMATCH, 0, text);

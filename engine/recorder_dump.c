@@ -70,7 +70,8 @@ static void put_op(FILE *f, struct tide__ctx *ctx, const tide_comm *comm,
 {
     fprintf(f, "{\"seq\":%llu,\"kind\":\"%s\",\"count\":%llu,\"dtype\":\"%s\",\"op\":\"%s\","
                "\"root\":%d,\"bytes\":%zu,\"algorithm\":",
-            (unsigned long long)op->seq, tide__kind_name(op->kind), (unsigned long long)op->count,
+            (unsigned long long)op->seq, tide__kind_name(ctx, op->kind),
+            (unsigned long long)op->count,
             tide_dtype_name((tide_dtype)op->dtype), tide_op_name((tide_op)op->redop), op->root,
             op->bytes);
     put_string(f, op->algorithm ? op->algorithm : "");

@@ -93,7 +93,7 @@ void tide__req_describe_wait(const tide_req *req, char *buf, size_t len)
     buf[0] = '\0';
     if (req->seq) {
         char sig[128];
-        tide__describe_signature(&req->sig, sig, sizeof sig);
+        tide__describe_signature(req->ctx, &req->sig, sig, sizeof sig);
         put(buf, len, &at, "%s on comm %u, %zu bytes, algorithm %s", sig, req->comm->id,
             req->op_bytes, req->algorithm);
     } else {
