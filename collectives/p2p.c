@@ -1,30 +1,9 @@
-/* p2p.c - point-to-point send and receive: the simplest operations, one
- * message each.  Matching in send order per (peer, tag) comes from the
- * transport (a FIFO per peer and an ordered stream). */
+/* p2p.c - the public point-to-point send and receive: their checks, and
+ * the any-source receive.  A send or receive naming its peer is one
+ * message, the engine's simplest request (engine/p2p_req.c). */
 #include "collectives/coll.h"
 #include "engine/context.h"
 #include "engine/log.h"
-
-struct p2p_op {
-    tide_req req;
-    tide__msg msg;
-    int peer; /* the comm rank named */
-};
-
-static void p2p_start(tide_req *req)
-{
-    struct p2p_op *op = (struct p2p_op *)req;
-    tide__req_post(req, &op->msg);
-}
-
-static void p2p_step(tide_req *req, tide__msg *m)
-{
-    if (m->dir == TIDE_MSG_RECV) {
-        req->bytes = m->got;
-        req->source = 1 + ((struct p2p_op *)req)->peer;
-    }
-    tide__req_succeed(req);
-}
 
 /* ---- the any-source receive ----
  *
@@ -103,9 +82,6 @@ static int recv_any_post(tide_comm *comm, void *buf, size_t bytes, uint32_t tag,
     return tide__req_submit(req, bytes);
 }
 
-static const struct tide__op_vtbl send_vtbl = {"send", p2p_start, p2p_step, NULL, NULL};
-static const struct tide__op_vtbl recv_vtbl = {"recv", p2p_start, p2p_step, NULL, NULL};
-
 /* any_ok: peer may be TIDE_ANY_SOURCE (a receive). */
 static int check_args(const char *fn, bool any_ok, tide_comm *comm, const void *buf, size_t bytes,
                       int peer, int tag, tide_req **req)
@@ -128,21 +104,6 @@ static int check_args(const char *fn, bool any_ok, tide_comm *comm, const void *
     tide__log(TIDE_LOG_WARN, comm ? comm->rank : -1, "%s(peer %d, tag %d, %zu bytes): %s", fn,
               peer, tag, bytes, why);
     return TIDE_EINVAL;
-}
-
-int tide__p2p_post(tide_comm *comm, enum tide__msg_dir dir, void *buf, size_t bytes, int peer,
-                   uint32_t tag, tide_req **out)
-{
-    const struct tide__op_vtbl *vt = dir == TIDE_MSG_SEND ? &send_vtbl : &recv_vtbl;
-    tide_req *req = tide__coll_req_new(comm, vt, sizeof(struct p2p_op));
-    if (!req)
-        return TIDE_ENOMEM;
-    req->algorithm = "p2p";
-    struct p2p_op *op = (struct p2p_op *)req;
-    op->peer = peer;
-    tide__msg_init(&op->msg, req, dir, peer, TIDE_KIND_P2P, tag, buf, bytes);
-    *out = req;
-    return tide__req_submit(req, bytes);
 }
 
 int tide_isend(tide_comm *comm, const void *buf, size_t bytes, int peer, int tag, tide_req **req)

@@ -555,7 +555,7 @@ static inline bool tide__comm_hierarchical(const tide_comm *comm)
     return comm->nhosts >= 2 && comm->per_host >= 2;
 }
 
-/* ---- p2p.c ---- */
+/* ---- p2p_req.c ---- */
 
 /* Tags from here up are the engine's own (users' are 0..INT_MAX): its
  * point-to-point traffic never meets a user's receive. */

@@ -9,7 +9,7 @@
  * engine calls through that table and never by symbol, so that engine/
  * depends on nothing above it.  Without a namer (a context that has run
  * nothing of the collective layer's) a kind is its number, except the
- * engine's own. */
+ * engine's own (p2p, poison, agree). */
 #include "engine/context.h"
 
 #include <stdio.h>
@@ -30,6 +30,8 @@ const char *tide__kind_name(const struct tide__ctx *ctx, uint8_t kind)
     if (n)
         return n->kind_name(kind);
     switch (kind) {
+    case TIDE_KIND_P2P:
+        return "p2p";
     case TIDE_KIND_POISON:
         return "poison";
     case TIDE_KIND_AGREE:

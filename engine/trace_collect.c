@@ -1,17 +1,19 @@
 /* trace_collect.c - at tide_finalize, bring every rank's trace to rank 0
  * and write one file.
  *
- *   1. allgather (host name, trace origin): ranks learn who shares rank
- *      0's clock (same host: CLOCK_MONOTONIC is one clock) and rank 0's
- *      origin, which becomes time zero;
+ *   1. each rank sends rank 0 its (host name, trace origin) and gets
+ *      rank 0's: rank 0 learns who shares its clock (same host:
+ *      CLOCK_MONOTONIC is one clock), the others rank 0's origin, which
+ *      becomes time zero;
  *   2. ranks on other hosts estimate their clock's offset from rank 0's
  *      with a few ping-pongs (Cristian's method: the exchange with the
  *      shortest round trip, its midpoint);
- *   3. each rank writes its events as JSON in rank 0's time, gathers the
- *      sizes, and sends the text to rank 0, which writes the file.
+ *   3. each rank writes its events as JSON in rank 0's time and sends
+ *      rank 0 their length, then the text; rank 0 writes the file.
  *
- * It runs over the world communicator with engine tags (no user receive
- * can take these messages) and waits at most TRACE_WAIT_MS per step: a
+ * It runs over the world communicator with the engine's own requests and
+ * tags (p2p_req.c: no user receive can take these messages, and no
+ * collective is involved), and waits at most TRACE_WAIT_MS per step: a
  * rank that never finalizes costs a minute, not TIDE_TIMEOUT.  A rank
  * whose events do not reach rank 0 writes <path>.rank<R>.json instead.
  * Buffers handed to the engine stay alive until tide__trace_free, after
@@ -31,6 +33,8 @@
 #define CLOCK_ROUNDS 8
 #define TAG_CLOCK (TIDE_ENGINE_TAG + 1)
 #define TAG_TEXT (TIDE_ENGINE_TAG + 2)
+#define TAG_INFO (TIDE_ENGINE_TAG + 3)
+#define TAG_SIZE (TIDE_ENGINE_TAG + 4)
 
 struct rank_info {
     char host[56];
@@ -41,9 +45,9 @@ struct rank_info {
 struct tide__collect {
     struct tide__ctx *ctx;
     tide_comm *world;
-    struct rank_info *info;   /* one per rank */
-    uint64_t *sizes;          /* rank 0: each rank's JSON length */
+    struct rank_info *info;   /* rank 0: every rank's; others: rank 0's and theirs */
     struct tide__text json;   /* this rank's events */
+    uint64_t size_word;       /* a JSON length, sent or received */
     char *inbox;              /* rank 0: a peer's events */
     int64_t clock_word[2];
 };
@@ -122,13 +126,21 @@ static int align_clocks(struct tide__collect *c, int64_t *shift)
     c->info = calloc((size_t)ctx->size, sizeof *c->info);
     if (!c->info)
         return TIDE_ENOMEM;
-    tide_req *req = NULL;
-    int rc = wait_for(tide_iallgather(c->world, &me, c->info, sizeof me, TIDE_UINT8, &req), &req);
+    c->info[ctx->rank] = me;
     *shift = 0;
-    if (rc)
-        return rc;
-    if (ctx->rank != 0)
+    int rc = 0;
+    if (ctx->rank != 0) {
+        rc = p2p(c, TIDE_MSG_SEND, &c->info[ctx->rank], sizeof me, 0, TAG_INFO);
+        if (!rc)
+            rc = p2p(c, TIDE_MSG_RECV, &c->info[0], sizeof me, 0, TAG_INFO);
+        if (rc)
+            return rc;
         return same_host(c, ctx->rank) ? 0 : clock_offset_peer(c, shift);
+    }
+    for (int r = 1; r < ctx->size && !rc; r++)
+        rc = p2p(c, TIDE_MSG_RECV, &c->info[r], sizeof me, r, TAG_INFO);
+    for (int r = 1; r < ctx->size && !rc; r++)
+        rc = p2p(c, TIDE_MSG_SEND, &c->info[0], sizeof me, r, TAG_INFO);
     for (int r = 1; r < ctx->size && !rc; r++)
         if (!same_host(c, r))
             rc = clock_offset_root(c, r);
@@ -190,12 +202,15 @@ static void write_all(struct tide__collect *c)
     fwrite(c->json.s, 1, c->json.len, f);
     int missing = 0;
     for (int r = 1; r < ctx->size; r++) {
-        char *buf = realloc(c->inbox, c->sizes[r] ? c->sizes[r] : 1);
-        int rc = buf ? 0 : TIDE_ENOMEM;
+        int rc = p2p(c, TIDE_MSG_RECV, &c->size_word, sizeof c->size_word, r, TAG_SIZE);
+        size_t len = (size_t)c->size_word;
+        char *buf = rc ? NULL : realloc(c->inbox, len ? len : 1);
+        if (!rc && !buf)
+            rc = TIDE_ENOMEM;
         if (buf)
             c->inbox = buf;
         if (!rc)
-            rc = p2p(c, TIDE_MSG_RECV, c->inbox, c->sizes[r], r, TAG_TEXT);
+            rc = p2p(c, TIDE_MSG_RECV, c->inbox, len, r, TAG_TEXT);
         if (rc) {
             tide__log(TIDE_LOG_WARN, 0, "TIDE_TRACE: no events from rank %d (%s)", r,
                       tide_strerror(rc));
@@ -205,7 +220,7 @@ static void write_all(struct tide__collect *c)
             continue;
         }
         fputs(",\n", f);
-        fwrite(c->inbox, 1, c->sizes[r], f);
+        fwrite(c->inbox, 1, len, f);
     }
     if (!write_tail(f, path))
         tide__log(TIDE_LOG_INFO, 0, "TIDE_TRACE: wrote %s (%d of %d ranks)", path,
@@ -218,17 +233,11 @@ static int exchange(struct tide__collect *c, const char *host, int64_t shift)
     tide__trace_json(ctx->trace, ctx->rank, host, shift, c->info[0].origin_ns, &c->json);
     if (c->json.failed)
         return TIDE_ENOMEM;
-    uint64_t mine = c->json.len;
-    if (ctx->rank == 0) {
-        c->sizes = calloc((size_t)ctx->size, sizeof *c->sizes);
-        if (!c->sizes)
-            return TIDE_ENOMEM;
-    }
-    tide_req *req = NULL;
-    int rc = wait_for(tide_igather(c->world, &mine, c->sizes, 1, TIDE_UINT64, 0, &req), &req);
-    if (rc || ctx->rank == 0)
-        return rc;
-    return p2p(c, TIDE_MSG_SEND, c->json.s, c->json.len, 0, TAG_TEXT);
+    if (ctx->rank == 0)
+        return 0; /* write_all receives the rest */
+    c->size_word = c->json.len;
+    int rc = p2p(c, TIDE_MSG_SEND, &c->size_word, sizeof c->size_word, 0, TAG_SIZE);
+    return rc ? rc : p2p(c, TIDE_MSG_SEND, c->json.s, c->json.len, 0, TAG_TEXT);
 }
 
 void tide__trace_collect(struct tide__ctx *ctx)
@@ -270,7 +279,6 @@ void tide__collect_free(struct tide__collect *c)
     if (!c)
         return;
     free(c->info);
-    free(c->sizes);
     free(c->json.s);
     free(c->inbox);
     free(c);
