@@ -1,6 +1,6 @@
 /* board.h - collectives for small vectors among the ranks of one host,
  * that use shared memory as shared memory: each rank writes its part
- * once into its board (transports/board.h), raises a flag, and reads or
+ * once into its board (engine/board.h), raises a flag, and reads or
  * reduces what it needs straight out of every peer's board.  No message
  * crosses a ring and no rank forwards another's bytes: an all-reduce of
  * 8 bytes among 16 ranks is one store and fifteen loads a rank, where a
@@ -42,7 +42,7 @@
 #define TIDE_BOARD_COLL_H
 
 #include "collectives/coll.h"
-#include "transports/board.h"
+#include "engine/board.h"
 
 struct tide__board_op;
 

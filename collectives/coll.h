@@ -18,6 +18,7 @@
 #ifndef TIDE_COLL_H
 #define TIDE_COLL_H
 
+#include "collectives/kinds.h"
 #include "collectives/reduction.h"
 #include "engine/context.h"
 

@@ -8,7 +8,7 @@
 /* ---- the any-source receive ----
  *
  * One copy of the receive is posted to every rank of the communicator,
- * all sharing one claim (transports/transport.h): the first frame that
+ * all sharing one claim (engine/transport.h): the first frame that
  * matches a copy takes the receive, and the other copies no longer match
  * anything.  Once that frame has arrived, they are taken back. */
 struct any_op {

@@ -31,8 +31,8 @@
 #include "engine/seqmap.h"
 #include "engine/timer_heap.h"
 #include "tide.h"
-#include "transports/msgq.h"
-#include "transports/transport.h"
+#include "engine/msgq.h"
+#include "engine/transport.h"
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transports/transport.h"
+#include "engine/transport.h"
 #include "tide.h"
 
 struct tide__ctx;

@@ -76,7 +76,7 @@ static bool is_pow2(int n)
  * override (or recursive doubling of an all-gather over a group that is
  * not a power of two gave way).  A group of one is exempt: it runs no
  * algorithm at all, and tide_req_algorithm names the one used. */
-/* Whether k fits a board (transports/board.h: 64 KiB slots; an
+/* Whether k fits a board (engine/board.h: 64 KiB slots; an
  * all-gather's slot holds one block) among ranks that share memory (the
  * tests' default transport, unless ranks are spread over test hosts).
  * A forced board that does not fit gives way. */

@@ -1,4 +1,4 @@
-/* test_board_units.c - the board area's directory (transports/board.h):
+/* test_board_units.c - the board area's directory (engine/board.h):
  * a peer finds a communicator's board by scanning for its key, and the
  * scan must find exactly what was stored, never read past the area and
  * never take garbage for a key, whatever a corrupt or hostile peer left
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "transports/board.h"
+#include "engine/board.h"
 
 static uint64_t next(uint64_t *s)
 {

@@ -18,7 +18,8 @@
 #include "engine/seqmap.h"
 #include "engine/timer_heap.h"
 #include "tide.h"
-#include "transports/frame.h"
+#include "collectives/kinds.h"
+#include "engine/frame.h"
 #include "transports/match.h"
 
 /* ---- timer heap ---- */

@@ -27,7 +27,7 @@ out=build-fuzz
 mkdir -p "$out/corpus" "$out/crashes"
 
 # The parsers and what they need to link: no sockets are opened, no ring.
-wire_sources=(transports/frame.c transports/match.c transports/tcp/handshake.c
+wire_sources=(engine/frame.c transports/match.c transports/tcp/handshake.c
               transports/tcp/sockaddr.c transports/tcp/bootstrap.c transports/tcp/congestion.c
               transports/tcp/wire_auth.c engine/log.c)
 cflags=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Iinclude -I.
@@ -39,7 +39,7 @@ echo "fuzz: building $out/fuzz_wire"
 clang "${cflags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   tests/fuzz/fuzz_wire.c "${wire_sources[@]}" "${sodium[@]}" -o "$out/fuzz_wire"
 # Built every run so the seed generator cannot rot unnoticed.
-clang "${cflags[@]}" tests/fuzz/make_corpus.c transports/frame.c transports/tcp/handshake.c \
+clang "${cflags[@]}" tests/fuzz/make_corpus.c engine/frame.c transports/tcp/handshake.c \
   transports/tcp/sockaddr.c "${sodium[@]}" -o "$out/make_corpus"
 
 if [[ $arg == seeds ]]; then

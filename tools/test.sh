@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test.sh - the quick start's second command: check the layering, install
+# test.sh - the quick start's second command: check the layering (the
+# includes first, the calls between objects once built), install
 # what is missing, build, run the whole test suite on the io_uring
 # reactor and the socket suites again with io_uring refused as a
 # container's seccomp profile does (so tide runs on epoll), over TCP
@@ -38,6 +39,8 @@ suites() {
 }
 
 tools/setup.sh build
+ninja -C build
+tools/check_layers.sh build # calls across layers, now that the objects exist
 suites build
 
 # liburing is optional at build: an epoll-only libtide builds warning-free

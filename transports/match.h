@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transports/msgq.h"
-#include "transports/transport.h"
+#include "engine/msgq.h"
+#include "engine/transport.h"
 
 struct tide__unexp {
     struct tide__unexp *next;

@@ -6,7 +6,7 @@
 #ifndef TIDE_MUX_H
 #define TIDE_MUX_H
 
-#include "transports/transport.h"
+#include "engine/transport.h"
 
 #define TIDE_MUX_MAX_PARTS 2
 

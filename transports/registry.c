@@ -1,7 +1,7 @@
 /* registry.c - the one place that knows which transports exist and picks
  * the one a job uses (see transport.h).  A new transport adds a line to
  * `transports`; nothing in engine/ or collectives/ changes. */
-#include "transports/transport.h"
+#include "engine/transport.h"
 #include "engine/context.h"
 #include "engine/log.h"
 #include "transports/mux.h"

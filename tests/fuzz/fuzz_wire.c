@@ -26,7 +26,7 @@
  * libFuzzer reports as a crash and saves the input.
  */
 #include "tide.h"
-#include "transports/frame.h"
+#include "engine/frame.h"
 #include "transports/match.h"
 #include "transports/tcp/bootstrap.h"
 #include "transports/tcp/handshake.h"

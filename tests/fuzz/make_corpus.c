@@ -8,7 +8,8 @@
  * at the top of fuzz_wire.c; the numbers here follow its enum target.
  */
 #include "tide.h"
-#include "transports/frame.h"
+#include "collectives/kinds.h"
+#include "engine/frame.h"
 #include "transports/tcp/handshake.h"
 #include "transports/tcp/sockaddr.h"
 

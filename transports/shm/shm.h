@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "transports/transport.h"
+#include "engine/transport.h"
 
 /*
  * Over the bootstrapped sockets (fds[p] to rank p, fds[rank] == -1), find

@@ -1,4 +1,4 @@
-/* shm_board.c - boards over shared memory (transports/board.h): the
+/* shm_board.c - boards over shared memory (engine/board.h): the
  * board area at the end of each rank's segment, and the watches that
  * wait on its words.
  *

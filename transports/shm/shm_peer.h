@@ -36,7 +36,7 @@
  * After the rings the segment holds the staging area that collectives
  * read each other's data from (transport.h, collectives/stage.c):
  * SHM_STAGE_SLOTS slots of SHM_STAGE_SLOT bytes, mapped read-only by
- * every peer, and then the board area (transports/board.h, shm_board.c),
+ * every peer, and then the board area (engine/board.h, shm_board.c),
  * mapped read-only by every peer with it.  Like the rings, their pages
  * cost memory only once used. */
 #ifndef TIDE_SHM_PEER_H
@@ -140,7 +140,7 @@ struct tide__shm {
     bool stage_ok;            /* every rank of this host maps every other's */
     int *host;                /* [size] each rank's host: the lowest rank on it */
     uint64_t stage_used;      /* taken slots, one bit each */
-    uint8_t *board;           /* our board area (transports/board.h) */
+    uint8_t *board;           /* our board area (engine/board.h) */
     struct tide__msgq watches; /* posted TIDE_MSG_WATCH messages */
     bool aborting;
 };

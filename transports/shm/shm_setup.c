@@ -28,7 +28,7 @@
  * the segment, checked after mapping, makes sure the fd we opened is the
  * segment the peer meant. */
 #include "transports/shm/shm_peer.h"
-#include "transports/board.h"
+#include "engine/board.h"
 #include "engine/clock.h"
 #include "engine/log.h"
 

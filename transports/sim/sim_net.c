@@ -10,7 +10,7 @@
  * a buffer it has handed to the transport is caught by the results. */
 #include "transports/sim/sim.h"
 #include "engine/log.h"
-#include "transports/board.h"
+#include "engine/board.h"
 #include "transports/stage_slots.h"
 
 #include <stdio.h>
@@ -295,7 +295,7 @@ static void recv_post(struct sim_rank *r, tide__msg *m)
     tide__match_post(&q->mq, m);
 }
 
-/* ---- boards (transports/board.h) ----
+/* ---- boards (engine/board.h) ----
  *
  * As with staging, a peer's board area is a pointer into this process,
  * and only the ranks of one host get one.  Nothing here sees a store

@@ -4,7 +4,7 @@
  * functions, which is what the fuzzer targets.  All crypto is libsodium's. */
 #include "transports/tcp/handshake.h"
 #include "tide.h"
-#include "transports/wire_bytes.h"
+#include "engine/wire_bytes.h"
 
 #include <string.h>
 

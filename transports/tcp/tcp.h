@@ -4,7 +4,7 @@
 #define TIDE_TCP_H
 
 #include "transports/tcp/wire_auth.h"
-#include "transports/transport.h"
+#include "engine/transport.h"
 
 /* The registry's entry (registry.c): check cfg's TCP settings (0 or
  * TIDE_EINVAL with why); join the job described by ctx->cfg (bootstrap.h)

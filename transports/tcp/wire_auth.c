@@ -2,7 +2,7 @@
  * pieced ones OpenSSL's (EVP): the same AEAD, so the same bytes. */
 #include "transports/tcp/wire_auth.h"
 #include "tide.h"
-#include "transports/wire_bytes.h"
+#include "engine/wire_bytes.h"
 
 #include <limits.h>
 #include <string.h>

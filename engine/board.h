@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transports/frame.h"
+#include "engine/frame.h"
 
 #define BOARD_COUNT 256
 #define BOARD_SLOT ((size_t)64 << 10)

@@ -1,9 +1,9 @@
 /* frame.c - encoding and validation of the wire header (see frame.h).
  * Everything a peer sends passes through tide__frame_decode before the
  * engine believes a byte of it; the parser fuzzer targets this file. */
-#include "transports/frame.h"
+#include "engine/frame.h"
 #include "tide.h"
-#include "transports/wire_bytes.h"
+#include "engine/wire_bytes.h"
 
 void tide__frame_encode(const struct tide__frame *f, uint8_t out[TIDE_FRAME_HDR_SIZE])
 {

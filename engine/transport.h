@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "tide.h"
-#include "transports/frame.h"
+#include "engine/frame.h"
 
 struct tide__ctx;
 typedef struct tide_req tide_req;
@@ -142,7 +142,7 @@ struct tide__transport_ops {
     long (*stage_take)(struct tide__transport *tp);
     void (*stage_give)(struct tide__transport *tp, long off);
 
-    /* Boards (transports/board.h), for collectives that publish small
+    /* Boards (engine/board.h), for collectives that publish small
      * vectors once for every peer of the host to read in place.
      * Optional, like the staging area, and offered where it is (every
      * peer that has a staging area has a board area too).

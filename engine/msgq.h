@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "transports/transport.h"
+#include "engine/transport.h"
 
 struct tide__msgq {
     tide__msg *head, *tail;

@@ -35,20 +35,12 @@ enum tide__frame_type {
     TIDE_FRAME_DATA = 1, /* a message with a payload */
 };
 
-/* What operation a frame belongs to; part of the signature. */
+/* What operation a frame belongs to; part of the signature.  These are
+ * the engine's own; the collectives number theirs (collectives/kinds.h)
+ * in the gaps below TIDE_KIND_MAX_, and the engine carries those numbers
+ * without knowing them. */
 enum tide__op_kind {
-    TIDE_KIND_P2P = 1,
-    TIDE_KIND_BARRIER = 2,
-    TIDE_KIND_ALLREDUCE = 3,
-    TIDE_KIND_BROADCAST = 4,
-    TIDE_KIND_REDUCE = 5,
-    TIDE_KIND_ALLGATHER = 6,
-    TIDE_KIND_ALLGATHERV = 7,
-    TIDE_KIND_REDUCE_SCATTER = 8,
-    TIDE_KIND_REDUCE_SCATTERV = 9,
-    TIDE_KIND_GATHER = 10,
-    TIDE_KIND_SCATTER = 11,
-    TIDE_KIND_ALLTOALL = 12,
+    TIDE_KIND_P2P = 1,     /* one message (engine/p2p_req.c) */
     TIDE_KIND_POISON = 13, /* a peer failed collective (comm, seq): tag = -error,
                             * root = world rank whose loss caused it or -1,
                             * payload = its account (engine/mismatch.c) */
