@@ -7,7 +7,7 @@
 
 struct tide__mux {
     struct tide__transport base;
-    struct tide__transport *parts[TIDE_MUX_MAX_PARTS];
+    struct tide__transport **parts; /* [nparts] */
     int nparts, size;
     uint8_t *route; /* [size] */
 };
@@ -158,8 +158,18 @@ static void destroy(struct tide__transport *base)
     struct tide__mux *x = mux_of(base);
     for (int i = 0; i < x->nparts; i++)
         x->parts[i]->ops->destroy(x->parts[i]);
+    free(x->parts);
     free(x->route);
     free(x);
+}
+
+/* Every rank routed to one of the nparts parts. */
+static bool routes_valid(const uint8_t *route, int size, int nparts)
+{
+    for (int p = 0; p < size; p++)
+        if (route[p] >= nparts)
+            return false;
+    return true;
 }
 
 static const struct tide__transport_ops mux_ops = {
@@ -185,23 +195,27 @@ static const struct tide__transport_ops mux_ops = {
 int tide__mux_create(struct tide__ctx *ctx, struct tide__transport **parts, int nparts,
                      const uint8_t *route, struct tide__transport **out)
 {
-    struct tide__mux *x = calloc(1, sizeof *x);
-    uint8_t *r = malloc((size_t)ctx->size);
-    if (!x || !r || nparts < 1 || nparts > TIDE_MUX_MAX_PARTS) {
+    bool valid = nparts >= 1 && nparts <= TIDE_MUX_MAX_PARTS &&
+                 routes_valid(route, ctx->size, nparts);
+    struct tide__mux *x = valid ? calloc(1, sizeof *x) : NULL;
+    uint8_t *r = valid ? malloc((size_t)ctx->size) : NULL;
+    struct tide__transport **p = valid ? calloc((size_t)nparts, sizeof *p) : NULL;
+    if (!x || !r || !p) {
         for (int i = 0; i < nparts; i++)
             parts[i]->ops->destroy(parts[i]);
         free(x);
         free(r);
-        return x && r ? TIDE_EINVAL : TIDE_ENOMEM;
+        free(p);
+        return valid ? TIDE_ENOMEM : TIDE_EINVAL;
     }
     memcpy(r, route, (size_t)ctx->size);
+    memcpy(p, parts, (size_t)nparts * sizeof *p);
     x->base.ops = &mux_ops;
     x->base.ctx = ctx;
     x->nparts = nparts;
     x->size = ctx->size;
     x->route = r;
-    for (int i = 0; i < nparts; i++)
-        x->parts[i] = parts[i];
+    x->parts = p;
     *out = &x->base;
     return 0;
 }

@@ -8,10 +8,13 @@
 
 #include "engine/transport.h"
 
-#define TIDE_MUX_MAX_PARTS 2
+/* Parts a mux may have: route[] names them in a byte. */
+#define TIDE_MUX_MAX_PARTS 255
 
-/* A transport over parts[0..nparts-1]; route[p] says which part serves
- * rank p (copied).  Takes ownership of the parts, even on failure. */
+/* A transport over parts[0..nparts-1] (both copied); route[p] says
+ * which part serves rank p.  Takes ownership of the parts, even on
+ * failure: TIDE_EINVAL for no parts, too many, or a route to none of
+ * them; TIDE_ENOMEM. */
 int tide__mux_create(struct tide__ctx *ctx, struct tide__transport **parts, int nparts,
                      const uint8_t *route, struct tide__transport **out);
 
