@@ -60,6 +60,13 @@ struct tide__reactor_ops {
     int (*sendmsg)(struct tide__reactor *r, struct tide__uop *uop, int fd, struct msghdr *mh);
     /* read(2), for an eventfd (epoll makes the fd O_NONBLOCK). */
     int (*read)(struct tide__reactor *r, struct tide__uop *uop, int fd, void *buf, size_t len);
+    /* Complete once fd is ready: events is POLLIN or POLLOUT, and res
+     * the poll(2) revents (POLLERR and POLLHUP included), or -errno.
+     * For a transport that brings descriptors of its own and does its
+     * own reading and writing (a verbs completion channel, UCX's event
+     * fd).  One shot: post it again for the next readiness.  It takes
+     * the fd's receive slot (POLLIN) or send slot (POLLOUT). */
+    int (*poll_fd)(struct tide__reactor *r, struct tide__uop *uop, int fd, short events);
     /* Cancel the receive posted with target: it completes (with -ECANCELED
      * if it had not finished), and so does uop (res ignored). */
     int (*cancel)(struct tide__reactor *r, struct tide__uop *target, struct tide__uop *uop);
@@ -129,6 +136,12 @@ static inline int tide__reactor_read(struct tide__reactor *r, struct tide__uop *
                                       void *buf, size_t len)
 {
     return r->ops->read(r, uop, fd, buf, len);
+}
+
+static inline int tide__reactor_poll_fd(struct tide__reactor *r, struct tide__uop *uop, int fd,
+                                         short events)
+{
+    return r->ops->poll_fd(r, uop, fd, events);
 }
 
 static inline int tide__reactor_cancel(struct tide__reactor *r, struct tide__uop *target,

@@ -40,7 +40,7 @@
 #define EVENTS_PER_WAIT 64
 #define RECV_SLICE (4u << 20) /* bytes one MSG_WAITALL attempt reads at most */
 
-enum ep_kind { EP_RECV = 1, EP_SENDMSG, EP_READ };
+enum ep_kind { EP_RECV = 1, EP_SENDMSG, EP_READ, EP_POLL_IN, EP_POLL_OUT };
 
 struct ep_op {
     struct tide__uop *uop; /* NULL: the slot is free */
@@ -231,6 +231,19 @@ static int attempt_recv(struct ep_op *op)
     }
 }
 
+/* A readiness check's attempt: the revents, or -EAGAIN while there are
+ * none (the fd's edge tries it again). */
+static int attempt_poll(const struct ep_op *op)
+{
+    struct pollfd p = {.fd = op->fd, .events = op->kind == EP_POLL_IN ? POLLIN : POLLOUT};
+    int n = poll(&p, 1, 0);
+    if (n < 0)
+        return errno == EINTR ? -EAGAIN : -errno;
+    if (p.revents & POLLNVAL)
+        return -EBADF;
+    return n ? p.revents : -EAGAIN;
+}
+
 /* One non-blocking attempt.  Returns the result, or -EAGAIN when the
  * operation must wait for an edge. */
 static int attempt(struct ep_op *op)
@@ -245,6 +258,9 @@ static int attempt(struct ep_op *op)
     case EP_READ:
         n = read(op->fd, op->buf, op->len);
         break;
+    case EP_POLL_IN:
+    case EP_POLL_OUT:
+        return attempt_poll(op);
     default:
         return -EINVAL;
     }
@@ -292,7 +308,8 @@ static struct ep_op *post(struct tide__reactor *r, struct tide__uop *uop, int fd
     r->inflight++;
     errno = 0;
     struct ep_fd *s = slot_of(be, fd);
-    struct ep_op *op = s ? (kind == EP_SENDMSG ? &s->tx : &s->rx) : NULL;
+    bool tx = kind == EP_SENDMSG || kind == EP_POLL_OUT;
+    struct ep_op *op = s ? (tx ? &s->tx : &s->rx) : NULL;
     if (!op || op->uop) {
         /* One receive and one send per fd (reactor.h): a second is a bug
          * of the caller's, reported rather than lost. */
@@ -346,6 +363,13 @@ static int ep_read(struct tide__reactor *r, struct tide__uop *uop, int fd, void 
         op->buf = buf;
         op->len = len;
     }
+    return rc;
+}
+
+static int ep_poll_fd(struct tide__reactor *r, struct tide__uop *uop, int fd, short events)
+{
+    int rc;
+    post(r, uop, fd, events & POLLIN ? EP_POLL_IN : EP_POLL_OUT, &rc);
     return rc;
 }
 
@@ -455,6 +479,7 @@ const struct tide__reactor_ops tide__reactor_epoll = {
     .recv = ep_recv,
     .sendmsg = ep_sendmsg,
     .read = ep_read,
+    .poll_fd = ep_poll_fd,
     .cancel = ep_cancel,
     .flush = ep_flush,
     .run = ep_run,

@@ -128,6 +128,12 @@ static int uring_read(struct tide__reactor *r, struct tide__uop *uop, int fd, vo
     return 0;
 }
 
+static int uring_poll_fd(struct tide__reactor *r, struct tide__uop *uop, int fd, short events)
+{
+    io_uring_prep_poll_add(get_sqe(r, uop), fd, (unsigned)events);
+    return 0;
+}
+
 static int uring_cancel(struct tide__reactor *r, struct tide__uop *target, struct tide__uop *uop)
 {
     io_uring_prep_cancel64(get_sqe(r, uop), (uint64_t)(uintptr_t)target, 0);
@@ -220,6 +226,7 @@ const struct tide__reactor_ops tide__reactor_uring = {
     .recv = uring_recv,
     .sendmsg = uring_sendmsg,
     .read = uring_read,
+    .poll_fd = uring_poll_fd,
     .cancel = uring_cancel,
     .flush = uring_flush,
     .run = uring_run,

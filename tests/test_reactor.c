@@ -8,6 +8,7 @@
  * refuses a ring: the epoll run of the same cases does not. */
 #include <errno.h>
 #include <pthread.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -299,6 +300,36 @@ static void sleeper_wakes_for_a_completion(void **state)
     assert_int_equal(d.res, 4);
 }
 
+/* fd readiness, for a transport that brings its own descriptors: a
+ * pending check waits for data, sees it without taking it, and a
+ * writable socket is reported at once. */
+static void poll_fd_reports_readiness(void **state)
+{
+    struct fixture *f = *state;
+    struct done in = done_new(), out = done_new();
+    assert_int_equal(tide__reactor_poll_fd(&f->r, &in.uop, f->sv[0], POLLIN), 0);
+    tide__reactor_run(&f->r, 2 * TIDE_NS_PER_MS);
+    assert_int_equal(in.calls, 0);
+    assert_int_equal(write(f->sv[1], "ready", 5), 5);
+    run_until(f, &in);
+    assert_true(in.res & POLLIN);
+    char buf[8];
+    assert_int_equal(recv(f->sv[0], buf, sizeof buf, MSG_DONTWAIT), 5); /* left for us */
+
+    assert_int_equal(tide__reactor_poll_fd(&f->r, &out.uop, f->sv[1], POLLOUT), 0);
+    run_until(f, &out);
+    assert_true(out.res & POLLOUT);
+
+    /* A hang-up ends a wait for input. */
+    struct done hup = done_new();
+    assert_int_equal(tide__reactor_poll_fd(&f->r, &hup.uop, f->sv[0], POLLIN), 0);
+    tide__reactor_run(&f->r, 0);
+    assert_int_equal(hup.calls, 0);
+    shutdown(f->sv[1], SHUT_WR);
+    run_until(f, &hup);
+    assert_true(hup.res & (POLLIN | POLLHUP | POLLRDHUP));
+}
+
 static const struct CMUnitTest cases[] = {
     cmocka_unit_test(nothing_posted_runs_nothing),
     cmocka_unit_test(receive_completes_from_run_not_post),
@@ -311,6 +342,7 @@ static const struct CMUnitTest cases[] = {
     cmocka_unit_test(cancel_ends_a_pending_receive),
     cmocka_unit_test(eventfd_read_completes_on_write),
     cmocka_unit_test(sleeper_wakes_for_a_completion),
+    cmocka_unit_test(poll_fd_reports_readiness),
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
