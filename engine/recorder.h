@@ -1,6 +1,6 @@
 /* recorder.h - the flight recorder: per communicator, an always-on ring of
  * its last TIDE_REC_OPS collectives, dumped as JSON (one file per rank)
- * on an error, on a deadline, and on a signal, for tools/doctor.c.
+ * on an error, on a deadline, and on a signal, for tools/doctor/doctor.c.
  *
  * The ring is written and read only by the reactor thread (a request
  * carries its post time there, as its deadline), so recording takes no

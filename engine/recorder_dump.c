@@ -1,7 +1,7 @@
 /* recorder_dump.c - a rank's flight-recorder dump: one JSON file,
  * $TIDE_DUMP_DIR/tide-dump-<rank>.json, rewritten whole at each dump
  * (written to a temporary name and renamed, so a reader never sees half
- * a file).  tools/doctor.c merges the files of all ranks.
+ * a file).  tools/doctor/doctor.c merges the files of all ranks.
  *
  * The layout puts one communicator header and one operation per line,
  * so that the doctor (and grep) can read it line by line:

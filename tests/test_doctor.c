@@ -206,13 +206,26 @@ static void crafted_dumps(void **state)
             fail_msg("a control byte (%d) reached the report", *p);
 }
 
+/* A communicator that names ranks outside the job, or claims more ranks
+ * than the job has: that dump is refused whole, saying where, and the
+ * others are read. */
+static void members_outside_the_job(void **state)
+{
+    write_dump(0, 2, 5, "done", "", "0,1", 2, "");
+    write_dump(1, 2, 5, "done", "", "0,5", 2, "");
+    char out[8192];
+    run_doctor(out, sizeof out);
+    expect_in(out, "dumps from 1 of 2 ranks");
+    expect_in(out, "no dump from rank 1"); /* (stderr names the file and line) */
+}
+
 static void empty_directory(void **state)
 {
     char out[8192];
     assert_int_equal(run_doctor(out, sizeof out), 2);
 }
 
-/* The command line as every tool has it (tools/cli.h): help on stdout
+/* The command line as every tool has it (tools/common/cli.h): help on stdout
  * with status 0, and a misuse as one line on stderr with status 2. */
 static void answers_its_command_line(void **state)
 {
@@ -254,6 +267,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(keeps_the_halves_of_a_split_apart, setup, teardown),
         cmocka_unit_test_setup_teardown(clean_job_and_bad_files, setup, teardown),
         cmocka_unit_test_setup_teardown(crafted_dumps, setup, teardown),
+        cmocka_unit_test_setup_teardown(members_outside_the_job, setup, teardown),
         cmocka_unit_test_setup_teardown(empty_directory, setup, teardown),
         cmocka_unit_test(answers_its_command_line),
     };

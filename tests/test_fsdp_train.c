@@ -124,7 +124,7 @@ static void sleep_mode_sleeps_for_the_batch(void **state)
 }
 
 /* What the FSDP context refuses fails the run; a bad option or value is a
- * usage error (status 2) said as every tool says one (tools/cli.h). */
+ * usage error (status 2) said as every tool says one (tools/common/cli.h). */
 static void bad_configurations_fail(void **state)
 {
     static char out[1 << 16];

@@ -1,5 +1,5 @@
 /* test_placement.c - where ranks and their progress threads run: tide-run's
- * plan (tools/bind.c) on made-up machines of 1 to 64 cores, with and
+ * plan (tools/launcher/bind.c) on made-up machines of 1 to 64 cores, with and
  * without SMT siblings, for 1 to 64 ranks; libtide's own decision
  * (engine/placement.c) on masks of 1, 2, 4, 16 and 64 CPUs, bound or
  * shared (an unbound launch spread by local rank), inside a container's
@@ -19,7 +19,7 @@
 
 #include "engine/placement.h"
 #include "tide.h"
-#include "tools/bind.h"
+#include "tools/launcher/bind.h"
 
 /* ------------------------------------------------------------- machines */
 

@@ -18,7 +18,7 @@
 #                  (--bind-to auto: with C cores for n ranks, two cores a
 #                  rank, its compute's and its progress thread's, when
 #                  C >= 2n; one when C >= n; unbound when C < n; see
-#                  tools/bind.h), Open MPI alike: --map-by slot:PE=2
+#                  tools/launcher/bind.h), Open MPI alike: --map-by slot:PE=2
 #                  --bind-to core when C >= 2n, --bind-to core when
 #                  C >= n, else --bind-to none (the log says so).  C
 #                  counts the physical cores we may run on, as tide-run
@@ -34,13 +34,13 @@
 # 8 B to 64 MiB by factors of 4, at each world size of --ranks; the
 # 2-rank allreduce also at the anchor sizes of issue 3, 64 KiB, 1 MiB and
 # 16 MiB, which those factors step over) with tide-perf and its
-# twins tools/mpi_coll_bench.c and tools/gloo_bench.py; tide's
+# twins tools/bench/mpi_coll_bench.c and tools/gloo_bench.py; tide's
 # torch.distributed backend beside Gloo (gloo_bench.py --backend tide,
 # allreduce) and DDP training's step time on each (tools/ddp_demo.py);
 # the overlap of a
 # nonblocking allreduce with busy and sleeping compute (tide-overlap, the
 # same method for MPI_Iallreduce and Gloo's async all_reduce); and the raw
-# loopback limits (tools/loopback_limits.c).  Then tools/compare_report.py
+# loopback limits (tools/bench/loopback_limits.c).  Then tools/compare_report.py
 # prints the side-by-side tables and writes DIR/compare.json, table.md and
 # compare.png (DIR defaults to BUILD/compare, BUILD to build).  About 14
 # minutes on 2 cores with --ranks 2,4, longer with more or larger worlds;
@@ -113,7 +113,7 @@ tools/packages.sh compare openmpi-bin libopenmpi-dev python3-torch python3-matpl
   python3-numpy python3-sklearn
 
 tools/setup.sh "$build"
-mpicc -std=c11 -D_GNU_SOURCE -O2 tools/mpi_coll_bench.c -o "$build/tools/mpi-coll-bench" -lm
+mpicc -std=c11 -D_GNU_SOURCE -O2 tools/bench/mpi_coll_bench.c -o "$build/tools/mpi-coll-bench" -lm
 
 raw=$out/raw
 logs=$out/log
@@ -159,7 +159,7 @@ cores=$(count_cores)
 ((cores > 0)) || cores=$cpus
 
 # tide's and Gloo's ranks (and torch-tide's, DDP's) start under tide-run,
-# which places them itself (tools/bind.h); bound is its default.
+# which places them itself (tools/launcher/bind.h); bound is its default.
 tide_bind=()
 [[ $placement == unbound ]] && tide_bind=(--bind-to none)
 tide_run=("$build/tools/tide-run" "${tide_bind[@]}")

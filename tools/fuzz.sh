@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # fuzz.sh - fuzz every parser of bytes from the network (tests/fuzz/
-# fuzz_wire.c) with clang's libFuzzer under AddressSanitizer + UBSan.
+# fuzz_wire.c) and tide-doctor's reader of dump files (tests/fuzz/
+# fuzz_doctor.c) with clang's libFuzzer under AddressSanitizer + UBSan.
 #
-#   tools/fuzz.sh [SECONDS]   replay tests/fuzz/regressions/, then fuzz for
-#                             SECONDS (default 60) from tests/fuzz/corpus/wire/;
+#   tools/fuzz.sh [SECONDS]   replay tests/fuzz/regressions/, then fuzz the
+#                             wire for SECONDS (default 60) from
+#                             tests/fuzz/corpus/wire/ and the dumps for a
+#                             third of that from tests/fuzz/corpus/doctor/;
 #                             fails, printing the input's path, on a crash
 #   tools/fuzz.sh seeds       rewrite tests/fuzz/corpus/wire/ (make_corpus.c)
 #
@@ -38,6 +41,9 @@ read -ra sodium <<<"$(pkg-config --cflags --libs libsodium libcrypto)"
 echo "fuzz: building $out/fuzz_wire"
 clang "${cflags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   tests/fuzz/fuzz_wire.c "${wire_sources[@]}" "${sodium[@]}" -o "$out/fuzz_wire"
+echo "fuzz: building $out/fuzz_doctor"
+clang "${cflags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  tests/fuzz/fuzz_doctor.c tools/doctor/doctor_dump.c -o "$out/fuzz_doctor"
 # Built every run so the seed generator cannot rot unnoticed.
 clang "${cflags[@]}" tests/fuzz/make_corpus.c engine/frame.c transports/tcp/handshake.c \
   transports/tcp/sockaddr.c "${sodium[@]}" -o "$out/make_corpus"
@@ -68,16 +74,25 @@ if ((${#regressions[@]})); then
   fi
 fi
 
-echo "fuzz: fuzzing for $arg s from tests/fuzz/corpus/wire (log: $log)"
-rm -f "$out"/crashes/*
-if ! "$out/fuzz_wire" -max_total_time="$arg" -timeout=10 -print_final_stats=1 \
-    -artifact_prefix="$out/crashes/" "$out/corpus" tests/fuzz/corpus/wire >"$log" 2>&1; then
-  show_failure
-  for f in "$out"/crashes/*; do
-    echo "fuzz: crash input: $f   (replay: $out/fuzz_wire $f)" >&2
-  done
-  echo "fuzz: once fixed, keep the input in tests/fuzz/regressions/" >&2
-  exit 1
-fi
-grep -E '^#[0-9]+[[:space:]]+DONE' "$log" || true
+# fuzz TARGET SECONDS: run build-fuzz/fuzz_TARGET from its corpus.
+fuzz() {
+  local target=$1 secs=$2
+  mkdir -p "$out/corpus/$target"
+  echo "fuzz: fuzzing $target for $secs s from tests/fuzz/corpus/$target (log: $log)"
+  rm -f "$out"/crashes/*
+  if ! "$out/fuzz_$target" -max_total_time="$secs" -timeout=10 -print_final_stats=1 \
+      -artifact_prefix="$out/crashes/" "$out/corpus/$target" "tests/fuzz/corpus/$target" \
+      >"$log" 2>&1; then
+    show_failure
+    for f in "$out"/crashes/*; do
+      echo "fuzz: crash input: $f   (replay: $out/fuzz_$target $f)" >&2
+    done
+    echo "fuzz: once fixed, keep the input in tests/fuzz/regressions/" >&2
+    exit 1
+  fi
+  grep -E '^#[0-9]+[[:space:]]+DONE' "$log" || true
+}
+
+fuzz wire "$arg"
+fuzz doctor $(((arg + 2) / 3))
 echo "fuzz: no crash"

@@ -13,7 +13,7 @@ say "tool": "torch-tide".
 
 Ranks join through env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT:
 what tide-run and torchrun export).  The conventions are tide-perf's
-(tools/bench_common.c) and mpi_coll_bench.c's: float32 sum; "bytes" is
+(tools/common/bench_common.c) and mpi_coll_bench.c's: float32 sum; "bytes" is
 nccl-tests' size, rounded down to whole per-rank blocks (a size with no
 whole element is skipped); time is the slowest rank's mean per call;
 busbw = algbw times nccl-tests' factor; the first warm-up call's result is
@@ -21,7 +21,7 @@ checked.  Gloo's allreduce and broadcast work in place, so those records
 say "inplace": true.  Gloo in torch 1.13 has no reduce_scatter: asked for
 it, the tool prints so and writes no record.
 
-Overlap mode is OSU's method as tools/overlap.c does it: t_pure
+Overlap mode is OSU's method as tools/perf/overlap.c does it: t_pure
 (all_reduce(async_op=True) + wait), t_overall (post, a compute lasting
 t_pure alone: a calibrated busy loop or a sleep, wait), t_cpu (that
 compute, timed inside the call), each averaged over ranks, a barrier
@@ -188,7 +188,7 @@ def perf(args, rank, n, out):
 
 
 def busy(units):
-    """A dependent chain of multiply-adds (tools/overlap.c's): fixed work,
+    """A dependent chain of multiply-adds (tools/perf/overlap.c's): fixed work,
     so when communication takes the CPU from it, it runs longer."""
     x = 0.0
     for _ in range(int(units)):

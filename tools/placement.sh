@@ -1,6 +1,6 @@
 # placement.sh - sourced by compare.sh and device_compare.sh: how many
 # cores the run has, and the mpirun options that place Open MPI's ranks
-# as tide-run places tide's (tools/bind.h), so that both are measured
+# as tide-run places tide's (tools/launcher/bind.h), so that both are measured
 # under the same placement.
 
 # The physical cores we may run on: a core's hardware threads count once,

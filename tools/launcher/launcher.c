@@ -50,9 +50,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bind.h"
-#include "cli.h"
-#include "launcher_hosts.h"
+#include "tools/launcher/bind.h"
+#include "tools/common/cli.h"
+#include "tools/launcher/launcher_hosts.h"
 #include "tide.h"
 
 enum {

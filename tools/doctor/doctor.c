@@ -9,8 +9,8 @@
  * Exit status: 0 when nothing looks wrong, 1 when something does, 2 when
  * the dumps cannot be read. */
 #include "tide.h"
-#include "tools/cli.h"
-#include "tools/doctor_dump.h"
+#include "tools/common/cli.h"
+#include "tools/doctor/doctor_dump.h"
 
 #include <dirent.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
 /* raw_socket.c - see raw_socket.h. */
-#include "raw_socket.h"
+#include "tools/common/raw_socket.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

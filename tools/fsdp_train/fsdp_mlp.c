@@ -1,5 +1,5 @@
 /* fsdp_mlp.c - see fsdp_mlp.h. */
-#include "fsdp_mlp.h"
+#include "tools/fsdp_train/fsdp_mlp.h"
 
 #include <cblas.h>
 #include <math.h>

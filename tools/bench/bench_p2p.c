@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "raw_socket.h"
+#include "tools/common/raw_socket.h"
 #include "tide.h"
 
 enum {

@@ -13,7 +13,7 @@
  * large n is still compared exactly.  Outputs are poisoned with 0xff
  * bytes (NaN in the float types) before the call.
  */
-#include "perf_check.h"
+#include "tools/perf/perf_check.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsdp_train.h"
+#include "tools/fsdp_train/fsdp_train.h"
 
 /* This rank's shards at the start of the step being trained. */
 struct snapshot {

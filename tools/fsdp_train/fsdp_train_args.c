@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
-#include "fsdp_train.h"
+#include "tools/common/cli.h"
+#include "tools/fsdp_train/fsdp_train.h"
 
 /* The most of any count (steps, layers, ranks to kill...): far past any
  * run, and small enough for an int. */

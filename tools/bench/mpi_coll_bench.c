@@ -8,7 +8,7 @@
  *
  * Perf mode times float32 sum collectives out of place (allreduce,
  * allgather, reduce_scatter = MPI_Reduce_scatter_block, broadcast from
- * rank 0) the way tide-perf does (tools/bench_common.c): "bytes" is
+ * rank 0) the way tide-perf does (tools/common/bench_common.c): "bytes" is
  * nccl-tests' size, the larger buffer rounded down to whole per-rank
  * blocks (a size with no whole element is skipped); time is the mean per
  * call of the slowest rank; algbw = bytes / time and busbw = algbw times
@@ -17,7 +17,7 @@
  * the wrong elements counted.
  *
  * Overlap mode is the OSU micro-benchmarks' method for MPI_Iallreduce,
- * done as tools/overlap.c does it so the figures compare: t_pure
+ * done as tools/perf/overlap.c does it so the figures compare: t_pure
  * (Iallreduce + Wait alone), t_overall (post, a compute lasting t_pure
  * alone: a calibrated busy loop or a nanosleep, wait), t_cpu (that
  * compute, timed inside the call), each a mean per call averaged over
@@ -294,7 +294,7 @@ static int perf_size(struct bench *b, enum op op, size_t req_bytes)
 
 /* --------------------------------------------------------------- overlap */
 
-/* A dependent chain of multiply-adds (tools/overlap.c's): fixed work, so
+/* A dependent chain of multiply-adds (tools/perf/overlap.c's): fixed work, so
  * when communication takes the CPU from it, it runs longer. */
 static void busy(struct bench *b, double units)
 {

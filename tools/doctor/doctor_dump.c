@@ -3,7 +3,7 @@
  * operation on lines of their own, so a line is one object and a key
  * ("seq": ...) is found by its quoted name followed by a colon: inside
  * strings quotes are escaped, so a key can never match there. */
-#include "tools/doctor_dump.h"
+#include "tools/doctor/doctor_dump.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -86,13 +86,20 @@ static int read_comm(const char *line, struct doc_dump *d)
     c->id = (uint32_t)get_u64(line, "comm");
     c->comm_rank = get_int(line, "comm_rank", -1);
     c->comm_size = get_int(line, "comm_size", 0);
-    if (c->comm_size <= 0 || c->comm_size > 1 << 20)
+    /* Every number that indexes something in tide-doctor is checked
+     * here, once: a communicator within the job, members that are ranks
+     * of it. */
+    if (c->comm_size <= 0 || c->comm_size > d->size || c->comm_rank < 0 ||
+        c->comm_rank >= c->comm_size)
         return -1;
     c->members = calloc((size_t)c->comm_size, sizeof *c->members);
     if (!c->members)
         return -1;
     if (get_ints(line, "members", c->members, c->comm_size) != c->comm_size)
         return -1;
+    for (int r = 0; r < c->comm_size; r++)
+        if (c->members[r] < 0 || c->members[r] >= d->size)
+            return -1;
     c->called = get_u64(line, "called");
     get_str(line, "first_error", c->first_error, sizeof c->first_error);
     return 0;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsdp_mlp.h"
-#include "fsdp_train.h"
+#include "tools/fsdp_train/fsdp_mlp.h"
+#include "tools/fsdp_train/fsdp_train.h"
 
 /* The same Adam arithmetic as tide_fsdp_adam, element for element. */
 static void ref_adam(float *p, const float *g, float *m, float *v, size_t count, long step,

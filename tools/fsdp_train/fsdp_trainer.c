@@ -6,8 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "fsdp_mlp.h"
-#include "fsdp_train.h"
+#include "tools/fsdp_train/fsdp_mlp.h"
+#include "tools/fsdp_train/fsdp_train.h"
 
 double train_now(void)
 {

@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "fsdp_train.h"
+#include "tools/fsdp_train/fsdp_train.h"
 
 /* OpenBLAS's own knob; declared here because cblas.h of other vendors
  * lacks it. */

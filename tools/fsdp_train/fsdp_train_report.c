@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "fsdp_train.h"
+#include "tools/fsdp_train/fsdp_train.h"
 
 static int cmp_double(const void *a, const void *b)
 {

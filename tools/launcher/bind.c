@@ -5,7 +5,7 @@
  * rank's progress core is its compute core's neighbour (often sharing a
  * cache with it): a container's cpuset is respected, ranks never share a
  * compute core. */
-#include "bind.h"
+#include "tools/launcher/bind.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsdp_mlp.h"
-#include "fsdp_train.h"
+#include "tools/fsdp_train/fsdp_mlp.h"
+#include "tools/fsdp_train/fsdp_train.h"
 
 /* Compute starts: timed for the report, and a region of the TIDE_TRACE
  * timeline (so the trace shows the gathers running under it). */

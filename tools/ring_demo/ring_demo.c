@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
+#include "tools/common/cli.h"
 #include "tide.h"
 
 static double now_s(void)

@@ -1,5 +1,5 @@
 /* cli.c - see cli.h.  Links nothing of libtide: tide-doctor uses it. */
-#include "cli.h"
+#include "tools/common/cli.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -16,8 +16,8 @@
  * Sizes are nccl-tests' "size" (bench_common.h): the vector of an
  * allreduce, the whole output of an all-gather, the whole input of a
  * reduce-scatter. */
-#include "tools/bench_common.h"
-#include "tools/cli.h"
+#include "tools/common/bench_common.h"
+#include "tools/common/cli.h"
 #include "tide_sim.h"
 
 #include <ctype.h>

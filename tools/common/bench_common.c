@@ -7,8 +7,8 @@
  *   calls    posting each collective, cross-rank max/mean of a timing
  *   json     the array of records written by rank 0
  */
-#include "bench_common.h"
-#include "cli.h"
+#include "tools/common/bench_common.h"
+#include "tools/common/cli.h"
 
 #include <errno.h>
 #include <getopt.h>

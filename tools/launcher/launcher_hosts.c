@@ -1,6 +1,6 @@
 /* launcher_hosts.c - see launcher_hosts.h. */
-#include "launcher_hosts.h"
-#include "cli.h"
+#include "tools/launcher/launcher_hosts.h"
+#include "tools/common/cli.h"
 
 #include <ctype.h>
 #include <errno.h>

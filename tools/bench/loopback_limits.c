@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "raw_socket.h"
+#include "tools/common/raw_socket.h"
 
 enum { MAX_REPS = 64, MAX_RINGS = 8, MAX_GROUP = 64 };
 

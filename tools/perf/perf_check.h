@@ -4,7 +4,7 @@
 #ifndef TIDE_PERF_CHECK_H
 #define TIDE_PERF_CHECK_H
 
-#include "bench_common.h"
+#include "tools/common/bench_common.h"
 
 /* Write this rank's input for one call of shape s and poison the rest of
  * the output, so a call that writes nothing cannot pass. */

@@ -16,8 +16,8 @@
  */
 #include <string.h>
 
-#include "bench_common.h"
-#include "perf_check.h"
+#include "tools/common/bench_common.h"
+#include "tools/perf/perf_check.h"
 
 static const char usage[] =
     "Usage: tide-run -n 4 -- tide-perf [options]\n"

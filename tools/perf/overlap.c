@@ -30,7 +30,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "bench_common.h"
+#include "tools/common/bench_common.h"
 
 static const char usage[] =
     "Usage: tide-run -n 4 -- tide-overlap [options]\n"
