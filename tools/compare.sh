@@ -34,7 +34,7 @@
 # 8 B to 64 MiB by factors of 4, at each world size of --ranks; the
 # 2-rank allreduce also at the anchor sizes of issue 3, 64 KiB, 1 MiB and
 # 16 MiB, which those factors step over) with tide-perf and its
-# twins tools/bench/mpi_coll_bench.c and tools/gloo_bench.py; tide's
+# twins tools/mpi_coll_bench.c and tools/gloo_bench.py; tide's
 # torch.distributed backend beside Gloo (gloo_bench.py --backend tide,
 # allreduce) and DDP training's step time on each (tools/ddp_demo.py);
 # the overlap of a
@@ -113,7 +113,7 @@ tools/packages.sh compare openmpi-bin libopenmpi-dev python3-torch python3-matpl
   python3-numpy python3-sklearn
 
 tools/setup.sh "$build"
-mpicc -std=c11 -D_GNU_SOURCE -O2 tools/bench/mpi_coll_bench.c -o "$build/tools/mpi-coll-bench" -lm
+mpicc -std=c11 -D_GNU_SOURCE -O2 tools/mpi_coll_bench.c -o "$build/tools/mpi-coll-bench" -lm
 
 raw=$out/raw
 logs=$out/log
