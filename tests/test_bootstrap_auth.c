@@ -33,9 +33,9 @@
 #include "engine/clock.h"
 #include "engine/log.h"
 #include "tide.h"
-#include "transports/tcp/bootstrap.h"
-#include "transports/tcp/handshake.h"
-#include "transports/tcp/sockaddr.h"
+#include "transports/rendezvous/bootstrap.h"
+#include "transports/rendezvous/handshake.h"
+#include "transports/rendezvous/sockaddr.h"
 
 enum {
     MAX_RANKS = 8,

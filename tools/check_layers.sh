@@ -16,8 +16,9 @@
 #   collectives/   its own, engine/, tide.h -- nothing of transports/
 #                  (they see the network only through engine/transport.h)
 #   transports/<name>/  its own folder, the top of transports/ (helpers
-#                  the transports share), engine/, tide.h -- not another
-#                  transport, not collectives/
+#                  the transports share), transports/rendezvous/ (how
+#                  ranks find and trust each other), engine/, tide.h --
+#                  not another transport, not collectives/
 #   transports/*.c shared helpers; registry.c alone may name transports
 #   fsdp/, tools/  the public API only (tide.h, fsdp's tide_fsdp.h) and
 #                  their own headers
@@ -31,7 +32,8 @@
 #                  that opens a transport); nothing of collectives/ or of
 #                  a named transport
 #   collectives/   its own and engine/'s
-#   transports/<name>/  its own, engine/'s and the top of transports/
+#   transports/<name>/  its own, engine/'s, the top of transports/ and
+#                  transports/rendezvous/'s
 #   transports/*.c engine/'s and each other's; registry.c any transport's
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,7 +65,7 @@ allowed() {
       [[ $h == transports/* || $h == engine/* ]] && return 0
       return 1 ;;
     transports/*/*)
-      [[ $h == "$dir"/* || $h == engine/* ]] && return 0
+      [[ $h == "$dir"/* || $h == engine/* || $h == transports/rendezvous/* ]] && return 0
       [[ $h == transports/* && $h != transports/*/* ]] && return 0
       return 1 ;;
     transports/*)
@@ -119,7 +121,7 @@ symbol_allowed() {
   case "$ul" in
     engine) [[ $df == transports/registry.c ]] ;;
     collectives) [[ $dl == engine ]] ;;
-    transports/*) [[ $dl == engine || $dl == transports ]] ;;
+    transports/*) [[ $dl == engine || $dl == transports || $dl == transports/rendezvous ]] ;;
     transports)
       [[ $dl == engine || ($uf == transports/registry.c && $dl == transports/*) ]] ;;
     *) return 0 ;;

@@ -30,8 +30,9 @@ out=build-fuzz
 mkdir -p "$out/corpus" "$out/crashes"
 
 # The parsers and what they need to link: no sockets are opened, no ring.
-wire_sources=(engine/frame.c transports/match.c transports/tcp/handshake.c
-              transports/tcp/sockaddr.c transports/tcp/bootstrap.c transports/tcp/congestion.c
+wire_sources=(engine/frame.c transports/match.c transports/rendezvous/handshake.c
+              transports/rendezvous/sockaddr.c transports/rendezvous/bootstrap.c
+              transports/rendezvous/congestion.c transports/rendezvous/wire_keys.c
               transports/tcp/wire_auth.c engine/log.c)
 cflags=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Iinclude -I.
         -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
@@ -45,8 +46,8 @@ echo "fuzz: building $out/fuzz_doctor"
 clang "${cflags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   tests/fuzz/fuzz_doctor.c tools/doctor/doctor_dump.c -o "$out/fuzz_doctor"
 # Built every run so the seed generator cannot rot unnoticed.
-clang "${cflags[@]}" tests/fuzz/make_corpus.c engine/frame.c transports/tcp/handshake.c \
-  transports/tcp/sockaddr.c "${sodium[@]}" -o "$out/make_corpus"
+clang "${cflags[@]}" tests/fuzz/make_corpus.c engine/frame.c transports/rendezvous/handshake.c \
+  transports/rendezvous/sockaddr.c "${sodium[@]}" -o "$out/make_corpus"
 
 if [[ $arg == seeds ]]; then
   rm -rf tests/fuzz/corpus/wire

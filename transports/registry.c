@@ -6,7 +6,7 @@
 #include "engine/log.h"
 #include "transports/mux.h"
 #include "transports/shm/shm.h"
-#include "transports/tcp/bootstrap.h"
+#include "transports/rendezvous/bootstrap.h"
 #include "transports/tcp/tcp.h"
 
 #include <stdio.h>

@@ -28,9 +28,9 @@
 #include "tide.h"
 #include "engine/frame.h"
 #include "transports/match.h"
-#include "transports/tcp/bootstrap.h"
-#include "transports/tcp/handshake.h"
-#include "transports/tcp/sockaddr.h"
+#include "transports/rendezvous/bootstrap.h"
+#include "transports/rendezvous/handshake.h"
+#include "transports/rendezvous/sockaddr.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -10,8 +10,8 @@
 #include "tide.h"
 #include "collectives/kinds.h"
 #include "engine/frame.h"
-#include "transports/tcp/handshake.h"
-#include "transports/tcp/sockaddr.h"
+#include "transports/rendezvous/handshake.h"
+#include "transports/rendezvous/sockaddr.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>

@@ -3,8 +3,8 @@
  * socket), losing a peer, aborting, tearing down.  The halves of a
  * connection live in tcp_send.c and tcp_recv.c. */
 #include "transports/tcp/tcp.h"
-#include "transports/tcp/bootstrap.h"
-#include "transports/tcp/congestion.h"
+#include "transports/rendezvous/bootstrap.h"
+#include "transports/rendezvous/congestion.h"
 #include "transports/tcp/tcp_conn.h"
 #include "engine/log.h"
 

@@ -17,8 +17,8 @@
  * rounds against TIDE_TCP_CONGESTION=system): docs/architecture.md,
  * "The wire".
  */
-#include "transports/tcp/congestion.h"
-#include "transports/tcp/sockaddr.h"
+#include "transports/rendezvous/congestion.h"
+#include "transports/rendezvous/sockaddr.h"
 #include "tide.h"
 
 #include <errno.h>

@@ -19,12 +19,12 @@
  * stranger, a wrong token, garbage, silence past its own handshake
  * deadline) is dropped with a warning and never fails the bootstrap.
  */
-#include "transports/tcp/bootstrap.h"
-#include "transports/tcp/congestion.h"
+#include "transports/rendezvous/bootstrap.h"
+#include "transports/rendezvous/congestion.h"
 #include "engine/clock.h"
 #include "engine/log.h"
-#include "transports/tcp/handshake.h"
-#include "transports/tcp/sockaddr.h"
+#include "transports/rendezvous/handshake.h"
+#include "transports/rendezvous/sockaddr.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * (HELLO, CHALLENGE, PROOF) and the key derivation; see handshake.h for
  * the protocol.  No I/O here: every byte a peer sends is judged by these
  * functions, which is what the fuzzer targets.  All crypto is libsodium's. */
-#include "transports/tcp/handshake.h"
+#include "transports/rendezvous/handshake.h"
 #include "tide.h"
 #include "engine/wire_bytes.h"
 

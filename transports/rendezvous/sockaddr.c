@@ -2,7 +2,7 @@
  * IPv4/IPv6 addresses the bootstrap exchanges (see sockaddr.h for the wire
  * layout).  Pure functions apart from tide__addr_resolve and
  * tide__addr_listen. */
-#include "transports/tcp/sockaddr.h"
+#include "transports/rendezvous/sockaddr.h"
 #include "tide.h"
 
 #include <arpa/inet.h>

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "tide.h"
-#include "transports/tcp/wire_auth.h"
+#include "transports/rendezvous/wire_keys.h"
 
 /*
  * Connect this rank to every other rank of the job described by cfg.
