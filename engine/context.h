@@ -60,6 +60,10 @@ struct tide__cmd {
  * A new way of running (another simulator, a replay) is a new table. */
 struct tide__drive_ops {
     const char *name; /* "reactor", "sim" */
+    /* Keeps the flight recorder and dumps it to files (TIDE_DUMP_DIR):
+     * a real process does; thousands of simulated ranks in one would pay
+     * the rings' memory for nothing and have nowhere to dump. */
+    bool records;
     uint64_t (*now)(const struct tide__ctx *ctx);
     /* tide_init: get going (a progress thread, a ring); 0 or TIDE_E*,
      * with the reason in ctx->init_err. */

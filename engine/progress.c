@@ -680,6 +680,7 @@ static void poke(struct tide__ctx *ctx, uint64_t wait_ns)
 
 const struct tide__drive_ops tide__drive_reactor = {
     .name = "reactor",
+    .records = true,
     .now = real_now,
     .start = tide__progress_start,
     .stop = tide__progress_stop,

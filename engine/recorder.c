@@ -22,10 +22,7 @@ void tide__rec_start(tide_req *req)
     struct tide__ctx *ctx = req->ctx;
     if (!ctx->rec.ready)
         tide__rec_setup(ctx);
-    /* Simulated ranks have no files to dump to, and thousands of them
-     * would pay the rings' memory for nothing: only a context on real
-     * time records. */
-    if (ctx->drive != &tide__drive_reactor)
+    if (!ctx->drive->records) /* (simulated ranks: context.h) */
         return;
     /* Made at the first collective: a communicator that never runs one
      * (and every simulated rank) costs nothing. */
