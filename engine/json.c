@@ -13,3 +13,10 @@ const char *tide__json_char(unsigned char c, char out[8])
         snprintf(out, 8, "%c", c);
     return out;
 }
+
+void tide__json_escape(const char *s, void (*put)(void *sink, const char *piece), void *sink)
+{
+    char esc[8];
+    for (; *s; s++)
+        put(sink, tide__json_char((unsigned char)*s, esc));
+}

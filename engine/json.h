@@ -9,4 +9,8 @@
  * c itself or its escape, NUL-terminated; returns out. */
 const char *tide__json_char(unsigned char c, char out[8]);
 
+/* s as the inside of a JSON string, handed to put(sink, piece) a piece
+ * at a time: the one writer, whatever the sink (a FILE, a text). */
+void tide__json_escape(const char *s, void (*put)(void *sink, const char *piece), void *sink);
+
 #endif

@@ -33,13 +33,16 @@ static const char *state_name(uint8_t state)
     return state < 4 ? names[state] : "?";
 }
 
+static void to_file(void *f, const char *piece)
+{
+    fputs(piece, f);
+}
+
 /* A JSON string (json.h). */
 static void put_string(FILE *f, const char *s)
 {
-    char esc[8];
     fputc('"', f);
-    for (; *s; s++)
-        fputs(tide__json_char((unsigned char)*s, esc), f);
+    tide__json_escape(s, to_file, f);
     fputc('"', f);
 }
 

@@ -63,12 +63,15 @@ void tide__text_printf(struct tide__text *t, const char *fmt, ...)
     }
 }
 
+static void to_text(void *t, const char *piece)
+{
+    tide__text_printf(t, "%s", piece);
+}
+
 /* s as the inside of a JSON string (json.h). */
 static void put_escaped(struct tide__text *t, const char *s)
 {
-    char esc[8];
-    for (; *s; s++)
-        tide__text_printf(t, "%s", tide__json_char((unsigned char)*s, esc));
+    tide__json_escape(s, to_text, t);
 }
 
 struct emit {
