@@ -109,12 +109,19 @@ static void make_parts(struct fake *f, struct tide__transport **parts, struct ti
     }
 }
 
-static void routes_each_peer_to_its_part(void **state)
+/* All the mux reads of a context: its size. */
+static struct tide__ctx *fake_ctx(void)
 {
-    (void)state;
     struct tide__ctx *ctx = calloc(1, sizeof *ctx);
     assert_non_null(ctx);
     ctx->size = RANKS;
+    return ctx;
+}
+
+static void routes_each_peer_to_its_part(void **state)
+{
+    (void)state;
+    struct tide__ctx *ctx = fake_ctx();
     struct fake f[PARTS];
     struct tide__transport *parts[PARTS], *mux = NULL;
     make_parts(f, parts, ctx);
@@ -144,9 +151,7 @@ static void routes_each_peer_to_its_part(void **state)
 static void a_mux_that_cannot_be_built_frees_its_parts(void **state)
 {
     (void)state;
-    struct tide__ctx *ctx = calloc(1, sizeof *ctx);
-    assert_non_null(ctx);
-    ctx->size = RANKS;
+    struct tide__ctx *ctx = fake_ctx();
     struct fake f[PARTS];
     struct tide__transport *parts[PARTS], *mux = NULL;
 
