@@ -1,9 +1,10 @@
 /* wire_auth.h - an authenticated (and, if asked, encrypted) data plane
  * on a TCP connection between two ranks (issue 33).
  *
- * The handshake (handshake.h) proves that both ends hold the job token;
- * from its fresh nonces each end derives two session keys, one per
- * direction.  After it, every frame on the wire reads
+ * The handshake (transports/rendezvous/handshake.h) proves that both
+ * ends hold the job token; from its fresh nonces each end derives two
+ * session keys, one per direction (rendezvous/wire_keys.h).  After it,
+ * every frame on the wire reads
  *
  *     header (48) | header tag (16) | payload | payload tag (16)
  *
@@ -15,10 +16,13 @@
  * a header is believed (its length, its destination) only once its tag
  * checks out.
  *
- * The receiver checks a payload's tag once the payload is all in its
- * destination (a posted receive or the unexpected pool: contiguous
- * either way), before completing anything with it, so the receive path
- * keeps its zero-copy reads.  A payload that goes nowhere (its receive
+ * The receiver checks a payload's tag in its destination (a posted
+ * receive or the unexpected pool: contiguous either way), so the
+ * receive path keeps its zero-copy reads: a large payload piece by
+ * piece as the pieces land, a small one once it is all in, and nothing
+ * completes with it before the tag has checked out.  The sender seals a
+ * large payload piece by piece too, just ahead of the kernel
+ * (tcp_send.c).  A payload that goes nowhere (its receive
  * was withdrawn, or failed on the header) is not checked: no byte of it
  * reaches anyone.  Encrypting, the sender encrypts into a buffer of its
  * own and the receiver decrypts in place.
