@@ -382,12 +382,13 @@ static void every_tool_answers_like_its_peers(void **state)
     }
 }
 
-/* tide-sim and tide-ring-demo, run directly (both parse before they
- * start anything): --opt=value works as --opt value does, and a bad
- * option or value is one line on stderr, "TOOL: what (see TOOL --help)",
- * with status 2 (cli.h).  The run that succeeds is 4 simulated ranks of
- * 1 KiB: milliseconds. */
-static void sim_and_ring_demo_parse_like_every_tool(void **state)
+/* The tools, run directly (each parses before it starts anything):
+ * --opt=value works as --opt value does, and a bad option or value is
+ * one line on stderr, "TOOL: what (see TOOL --help)", with status 2
+ * (cli.h) -- tide-perf, tide-overlap and tide-bench-p2p printed getopt's
+ * own line or their whole help before.  The run that succeeds is 4
+ * simulated ranks of 1 KiB: milliseconds. */
+static void every_tool_parses_alike(void **state)
 {
     (void)state;
     static const struct {
@@ -407,6 +408,17 @@ static void sim_and_ring_demo_parse_like_every_tool(void **state)
         {"unknown letter", "tide-sim", "-q", 2, "unknown option '-q'"},
         {"unknown option", "tide-ring-demo", "--ranks=4", 2, "unknown option '--ranks=4'"},
         {"operand", "tide-ring-demo", "4", 2, "unexpected argument '4'"},
+        {"perf: unknown option", "tide-perf", "--bogus", 2, "unknown option '--bogus'"},
+        {"perf: bad number", "tide-perf", "-n abc", 2, "bad value 'abc' for -n (1 or more)"},
+        {"perf: bad name", "tide-perf", "--op=allsum", 2, "bad value 'allsum' for --op"},
+        {"perf: no value", "tide-perf", "-b", 2, "-b needs a value"},
+        {"perf: between options", "tide-perf", "-b 1M -e 1K", 2, "-b is larger than -e"},
+        {"overlap: the other tool's", "tide-overlap", "-c 1", 2, "-c is a tide-perf option"},
+        {"overlap: bad compute", "tide-overlap", "--compute gpu", 2,
+         "bad value 'gpu' for --compute (busy or sleep)"},
+        {"p2p: bad number", "tide-bench-p2p", "--iters=x", 2, "bad value 'x' for --iters"},
+        {"p2p: out of range", "tide-bench-p2p", "--reps 200", 2, "bad value '200' for --reps"},
+        {"p2p: operand", "tide-bench-p2p", "y", 2, "unexpected argument 'y'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char bin[PATH_MAX], cmd[PATH_MAX + 128], line[256], want[256];
@@ -432,7 +444,7 @@ int main(void)
     setenv("TIDE_TIMEOUT", "60", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_tool_answers_like_its_peers),
-        cmocka_unit_test(sim_and_ring_demo_parse_like_every_tool),
+        cmocka_unit_test(every_tool_parses_alike),
         cmocka_unit_test(perf_checks_every_collective),
         cmocka_unit_test(perf_forces_an_algorithm),
         cmocka_unit_test(overlap_runs_both_compute_models),

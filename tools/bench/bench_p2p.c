@@ -25,6 +25,8 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/common/cli.h"
 #include "tools/common/raw_socket.h"
 #include "tide.h"
 
@@ -108,7 +111,23 @@ static const char help_text[] =
     "  --json FILE  also write the numbers as JSON (rank 0)\n"
     "  --version    print tide's version\n";
 
-/* Returns 0 to run, 1 after --help or --version, -1 on a bad argument. */
+/* Option c's value: false when it is not a number in its range. */
+static bool take_value(int c, const char *arg, struct options *opt)
+{
+    switch (c) {
+    case 'i': return cli_parse_long(arg, 1, LONG_MAX, &opt->iters);
+    case 'w': return cli_parse_long(arg, 0, LONG_MAX, &opt->warmup);
+    case 'm': return cli_parse_long(arg, 1, 1L << 20, &opt->mib);
+    case 'r': return cli_parse_int(arg, 1, MAX_REPS, &opt->reps);
+    case 'j': opt->json = arg; return true;
+    }
+    return false;
+}
+
+/* Returns -1 to run, else the status to exit with: 0 after --help or
+ * --version, 2 on a usage error, said as every tool says one
+ * (tools/common/cli.h).  Parsed before tide_init: no rank has started
+ * anything yet. */
 static int parse_options(int argc, char **argv, struct options *opt)
 {
     static const struct option longs[] = {
@@ -118,28 +137,22 @@ static int parse_options(int argc, char **argv, struct options *opt)
         {"version", no_argument, NULL, 'V'},     {NULL, 0, NULL, 0},
     };
     *opt = (struct options){.iters = 20000, .warmup = 1000, .mib = 64, .reps = 5};
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
-        char *end = NULL;
-        long v = optarg ? strtol(optarg, &end, 10) : 0;
-        if (c != 'j' && optarg && (*end != '\0' || end == optarg || v < 0))
-            c = '?';
-        switch (c) {
-        case 'i': opt->iters = v; break;
-        case 'w': opt->warmup = v; break;
-        case 'm': opt->mib = v; break;
-        case 'r': opt->reps = (int)(v > MAX_REPS ? 0 : v); break;
-        case 'j': opt->json = optarg; break;
-        case 'h': fputs(help_text, stdout); return 1;
-        case 'V': printf("tide-bench-p2p %s\n", tide_version()); return 1;
-        default: fputs(help_text, stderr); return -1;
-        }
+    const struct cli_tool t = {"tide-bench-p2p", help_text, tide_version(), longs};
+    int c, at = -1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longs, &at)) != -1) {
+        int rc = cli_common(&t, c, argv);
+        if (rc >= 0)
+            return rc;
+        if (!take_value(c, optarg, opt))
+            return cli_bad_value(&t, at, c, optarg);
+        at = -1;
     }
-    if (optind != argc || opt->reps < 1 || opt->iters < opt->reps || opt->mib < 1) {
-        fputs(help_text, stderr);
-        return -1;
-    }
-    return 0;
+    if (optind != argc)
+        return cli_usage_error(&t, "unexpected argument '%s'", argv[optind]);
+    if (opt->iters < opt->reps)
+        return cli_usage_error(&t, "--iters %ld is fewer than --reps %d", opt->iters, opt->reps);
+    return -1;
 }
 
 /* -------------------------------------------------------------------- raw */
@@ -467,8 +480,8 @@ int main(int argc, char **argv)
 {
     static struct bench b = {.fd = -1};
     int rc = parse_options(argc, argv, &b.opt);
-    if (rc)
-        return rc > 0 ? 0 : 2;
+    if (rc >= 0)
+        return rc;
     rc = tide_init(&b.comm);
     if (rc)
         return tide_ok("joining the job (tide_init)", rc) ? 1 : 0;

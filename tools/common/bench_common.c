@@ -150,52 +150,47 @@ bool bench_parse_size(const char *s, size_t *out)
     return true;
 }
 
-/* Takes one option of either tool; returns NULL, or why arg is refused. */
-static const char *take_option(int c, const char *arg, enum bench_tool tool,
-                               struct bench_opts *o)
+/* Whether the value of option c is good: a refused one is named by
+ * "bad value 'ARG' for " followed by *what. */
+static bool take_value(int c, const char *arg, struct bench_opts *o, const char **what)
 {
     long v = 0;
+    bool ok = false;
     switch (c) {
-    case 'O': return bench_parse_coll(arg, &o->coll) ? NULL : "unknown --op";
-    case 'b': return bench_parse_size(arg, &o->min_bytes) ? NULL : "bad -b size";
-    case 'e': return bench_parse_size(arg, &o->max_bytes) ? NULL : "bad -e size";
-    case 'i': return bench_parse_size(arg, &o->step_bytes) ? NULL : "bad -i size";
-    case 'f': return cli_parse_double(arg, 1.0, &o->step_factor) ? NULL : "bad -f factor (1 or more)";
-    case 'n': return cli_parse_long(arg, 1, 100000000, &o->iters) ? NULL : "bad -n (1 or more)";
-    case 'w': return cli_parse_long(arg, 0, 100000000, &o->warmup) ? NULL : "bad -w (0 or more)";
-    case 'd': return bench_parse_dtype(arg, &o->dtype) ? NULL : "unknown -d datatype";
-    case 'o': return bench_parse_redop(arg, &o->redop) ? NULL : "unknown -o reduction";
-    case 'a': o->algo = arg; return NULL;
-    case 'j': o->json = arg; return NULL;
-    case 'r':
-        if (!cli_parse_long(arg, 0, INT_MAX, &v))
-            return "bad -r root";
-        o->root = (int)v;
-        return NULL;
-    case 'c':
-        if (tool != BENCH_PERF)
-            return "-c is a tide-perf option";
-        if (!cli_parse_long(arg, 0, 1, &v))
-            return "bad -c (0 or 1)";
-        o->check = (int)v;
-        return NULL;
-    case 't':
-        if (tool != BENCH_OVERLAP)
-            return "-t is a tide-overlap option";
-        if (!cli_parse_long(arg, 0, 1000000, &v))
-            return "bad -t (0 or more)";
-        o->tests = (int)v;
-        return NULL;
+    case 'O': *what = "--op"; return bench_parse_coll(arg, &o->coll);
+    case 'b': *what = "-b (a size: 64K, 1M)"; return bench_parse_size(arg, &o->min_bytes);
+    case 'e': *what = "-e (a size: 64K, 1M)"; return bench_parse_size(arg, &o->max_bytes);
+    case 'i': *what = "-i (a size: 64K, 1M)"; return bench_parse_size(arg, &o->step_bytes);
+    case 'f': *what = "-f (1 or more)"; return cli_parse_double(arg, 1.0, &o->step_factor);
+    case 'n': *what = "-n (1 or more)"; return cli_parse_long(arg, 1, 100000000, &o->iters);
+    case 'w': *what = "-w (0 or more)"; return cli_parse_long(arg, 0, 100000000, &o->warmup);
+    case 'd': *what = "-d"; return bench_parse_dtype(arg, &o->dtype);
+    case 'o': *what = "-o"; return bench_parse_redop(arg, &o->redop);
+    case 'r': *what = "-r (a rank)"; ok = cli_parse_long(arg, 0, INT_MAX, &v); o->root = (int)v; break;
+    case 'c': *what = "-c (0 or 1)"; ok = cli_parse_long(arg, 0, 1, &v); o->check = (int)v; break;
+    case 't': *what = "-t (0 or more)"; ok = cli_parse_long(arg, 0, 1000000, &v); o->tests = (int)v; break;
     case 'C':
-        if (tool != BENCH_OVERLAP)
-            return "--compute is a tide-overlap option";
-        if (strcmp(arg, "busy") != 0 && strcmp(arg, "sleep") != 0)
-            return "--compute is busy or sleep";
+        *what = "--compute (busy or sleep)";
         o->compute_sleep = strcmp(arg, "sleep") == 0;
-        return NULL;
-    default:
-        return "unknown option";
+        return o->compute_sleep || strcmp(arg, "busy") == 0;
+    case 'a': o->algo = arg; return true;
+    case 'j': o->json = arg; return true;
     }
+    return ok;
+}
+
+/* Takes one option of either tool: 0, or a usage error said. */
+static int take_option(const struct cli_tool *t, int c, const char *arg, enum bench_tool tool,
+                       struct bench_opts *o)
+{
+    if (c == 'c' && tool != BENCH_PERF)
+        return cli_usage_error(t, "-c is a tide-perf option");
+    if ((c == 't' || c == 'C') && tool != BENCH_OVERLAP)
+        return cli_usage_error(t, "%s is a tide-overlap option", c == 't' ? "-t" : "--compute");
+    const char *what = "";
+    if (take_value(c, arg, o, &what))
+        return 0;
+    return cli_usage_error(t, "bad value '%s' for %s", arg, what);
 }
 
 /* The checks between options, once all are read. */
@@ -210,9 +205,11 @@ static const char *check_options(const struct bench_opts *o)
     return NULL;
 }
 
-/* Returns -1 to run, 0 after --help, BENCH_EXIT_USAGE on an error.
- * Every rank explains an error: the first to exit makes tide-run stop the
- * others, maybe before they have written a word. */
+/* Returns -1 to run, 0 after --help (printed by rank 0 alone),
+ * BENCH_EXIT_USAGE on an error, said as every tool says one
+ * (tools/common/cli.h).  Every rank explains an error: the first to exit
+ * makes tide-run stop the others, maybe before they have written a
+ * word. */
 static int parse_options(int argc, char **argv, enum bench_tool tool, const char *usage,
                          bool print_help, struct bench_opts *o)
 {
@@ -230,33 +227,29 @@ static int parse_options(int argc, char **argv, enum bench_tool tool, const char
     *o = (struct bench_opts){.min_bytes = 8, .max_bytes = 64u << 20, .step_bytes = 1u << 20,
                              .step_factor = 2.0, .iters = 20, .warmup = 5,
                              .dtype = TIDE_FLOAT32, .redop = TIDE_SUM};
-    const char *why = NULL, *bad = NULL;
+    /* The usage text as cli_common prints it: the tool's, then the
+     * options both tools share. */
+    static char help[8192];
+    snprintf(help, sizeof help, "%s%s", usage, shared_help);
+    const char *name = strrchr(argv[0], '/');
+    struct cli_tool t = {name ? name + 1 : argv[0], help, tide_version(), longs};
     int c;
-    while (!why && (c = getopt_long(argc, argv, "b:e:i:f:n:w:d:o:r:a:c:t:h", longs, NULL)) != -1) {
-        if (c == 'h') {
-            if (print_help)
-                printf("%s%s", usage, shared_help);
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":b:e:i:f:n:w:d:o:r:a:c:t:h", longs, NULL)) != -1) {
+        if ((c == 'h' || c == 'V') && !print_help)
+            return 0; /* rank 0 prints it */
+        int rc = cli_common(&t, c, argv);
+        if (rc < 0)
+            rc = take_option(&t, c, optarg, tool, o);
+        if (rc)
+            return rc;
+        if (c == 'h' || c == 'V')
             return 0;
-        }
-        if (c == 'V') {
-            const char *name = strrchr(argv[0], '/');
-            if (print_help)
-                printf("%s %s\n", name ? name + 1 : argv[0], tide_version());
-            return 0;
-        }
-        if (c == '?')
-            return BENCH_EXIT_USAGE; /* getopt said why */
-        why = take_option(c, optarg, tool, o);
-        bad = optarg;
     }
-    if (!why && optind < argc)
-        why = "unexpected argument", bad = argv[optind];
-    else if (!why)
-        why = check_options(o), bad = NULL;
-    if (!why)
-        return -1;
-    fprintf(stderr, "%s: %s%s%s (try --help)\n", argv[0], why, bad ? ": " : "", bad ? bad : "");
-    return BENCH_EXIT_USAGE;
+    if (optind < argc)
+        return cli_usage_error(&t, "unexpected argument '%s'", argv[optind]);
+    const char *why = check_options(o);
+    return why ? cli_usage_error(&t, "%s", why) : -1;
 }
 
 /* -------------------------------------------------------------------- job */
