@@ -75,14 +75,21 @@ int main(int argc, char **argv)
     tide_comm *world;
     struct opts o;
     openblas_set_num_threads(1); /* the ranks share the cores; one thread each */
-    int rc = tide_init(&world);
+    /* The command line first, so that --help and a usage error start
+     * nothing: the world's size and our rank come from the launcher's
+     * environment, as tide_init reads them. */
+    tide_config cfg;
+    tide_config_default(&cfg);
+    bool cfg_ok = tide_config_from_env(&cfg) == 0;
+    int rc = train_parse_args(argc, argv, &o, cfg.size, cfg.rank == 0);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2; /* --help, or a usage error */
+    if (!cfg_ok)
+        return 1; /* tide said which variable */
+    rc = tide_init_with(&world, &cfg);
     if (rc != 0) {
         fprintf(stderr, "tide-fsdp-train: tide_init: %s\n", tide_strerror(rc));
         return 1;
-    }
-    if ((rc = train_parse_args(argc, argv, &o, tide_comm_size(world))) != 0) {
-        tide_finalize(world);
-        return rc > 0 ? 0 : 2; /* --help, or a usage error */
     }
     rc = o.elastic ? train_elastic(world, &o) : o.compare ? compare(world, &o) : run(world, &o);
     if (rc != 0)

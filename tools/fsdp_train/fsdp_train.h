@@ -4,6 +4,7 @@
 #ifndef TIDE_FSDP_TRAIN_H
 #define TIDE_FSDP_TRAIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "tide.h"
@@ -49,9 +50,11 @@ struct trainer {
     int die_in_backward; /* --kill: SIGKILL this rank halfway through backward */
 };
 
-/* fsdp_train_args.c: 0 run; 1 --help was printed; -1 a usage error was
- * printed.  world is the number of ranks (for defaults). */
-int train_parse_args(int argc, char **argv, struct opts *o, int world);
+/* fsdp_train_args.c: 0 run; 1 after --help or --version (printed when
+ * `speak`: rank 0 alone); -1 a usage error was printed (by every rank:
+ * the first to exit makes tide-run stop the others).  world is the
+ * number of ranks (for defaults). */
+int train_parse_args(int argc, char **argv, struct opts *o, int world, bool speak);
 
 /* fsdp_trainer.c */
 double train_now(void);   /* monotonic seconds */

@@ -181,7 +181,7 @@ static int take_option(int c, int at, const char *v, struct opts *o)
     return rc == 0 ? 0 : -1;
 }
 
-int train_parse_args(int argc, char **argv, struct opts *o, int world)
+int train_parse_args(int argc, char **argv, struct opts *o, int world, bool speak)
 {
     const struct cli_tool tool = {.name = "tide-fsdp-train", .usage = usage,
                                   .version = tide_version(), .longs = longs};
@@ -190,6 +190,8 @@ int train_parse_args(int argc, char **argv, struct opts *o, int world)
                        .comm_dtype = TIDE_FLOAT32};
     int c, at = -1;
     while ((c = getopt_long(argc, argv, ":h", longs, &at)) != -1) {
+        if ((c == 'h' || c == 'V') && !speak)
+            return 1; /* rank 0 prints it */
         int rc = cli_common(&tool, c, argv);
         if (rc >= 0)
             return rc == 0 ? 1 : -1; /* --help or --version; or a usage error */
