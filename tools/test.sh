@@ -8,7 +8,8 @@
 # suite of a build without io_uring; the Python
 # tests (tests/python), then the C suites again under AddressSanitizer +
 # UndefinedBehaviorSanitizer, the caller-thread suites under
-# ThreadSanitizer, then a minute of parser fuzzing.
+# ThreadSanitizer, then a minute of fuzzing the wire's parsers and 20 s
+# of tide-doctor's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -86,5 +87,5 @@ for transport in shm tcp; do
   done
 done
 
-echo "test: parser fuzzing (libFuzzer, 60 s)"
+echo "test: parser fuzzing (libFuzzer: the wire 60 s, tide-doctor's dumps 20 s)"
 tools/fuzz.sh 60
