@@ -111,17 +111,21 @@ static const char help_text[] =
     "  --json FILE  also write the numbers as JSON (rank 0)\n"
     "  --version    print tide's version\n";
 
-/* Option c's value: false when it is not a number in its range. */
-static bool take_value(int c, const char *arg, struct options *opt)
+/* Option c's value (cli.h's cli_take_fn): -1 when it is not a number in
+ * its range. */
+static int take_value(void *options, int c, int at, const char *arg)
 {
+    struct options *opt = options;
+    bool ok = false;
+    (void)at;
     switch (c) {
-    case 'i': return cli_parse_long(arg, 1, LONG_MAX, &opt->iters);
-    case 'w': return cli_parse_long(arg, 0, LONG_MAX, &opt->warmup);
-    case 'm': return cli_parse_long(arg, 1, 1L << 20, &opt->mib);
-    case 'r': return cli_parse_int(arg, 1, MAX_REPS, &opt->reps);
-    case 'j': opt->json = arg; return true;
+    case 'i': ok = cli_parse_long(arg, 1, LONG_MAX, &opt->iters); break;
+    case 'w': ok = cli_parse_long(arg, 0, LONG_MAX, &opt->warmup); break;
+    case 'm': ok = cli_parse_long(arg, 1, 1L << 20, &opt->mib); break;
+    case 'r': ok = cli_parse_int(arg, 1, MAX_REPS, &opt->reps); break;
+    case 'j': opt->json = arg; ok = true; break;
     }
-    return false;
+    return ok ? 0 : -1;
 }
 
 /* Returns -1 to run, else the status to exit with: 0 after --help or
@@ -137,19 +141,11 @@ static int parse_options(int argc, char **argv, struct options *opt)
         {"version", no_argument, NULL, 'V'},     {NULL, 0, NULL, 0},
     };
     *opt = (struct options){.iters = 20000, .warmup = 1000, .mib = 64, .reps = 5};
-    const struct cli_tool t = {"tide-bench-p2p", help_text, tide_version(), longs};
-    int c, at = -1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longs, &at)) != -1) {
-        int rc = cli_common(&t, c, argv);
-        if (rc >= 0)
-            return rc;
-        if (!take_value(c, optarg, opt))
-            return cli_bad_value(&t, at, c, optarg);
-        at = -1;
-    }
-    if (optind != argc)
-        return cli_usage_error(&t, "unexpected argument '%s'", argv[optind]);
+    const struct cli_tool t = {.name = "tide-bench-p2p", .usage = help_text,
+                               .version = tide_version(), .longs = longs};
+    int rc = cli_parse(&t, argc, argv, ":h", take_value, opt);
+    if (rc >= 0)
+        return rc;
     if (opt->iters < opt->reps)
         return cli_usage_error(&t, "--iters %ld is fewer than --reps %d", opt->iters, opt->reps);
     return -1;

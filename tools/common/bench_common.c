@@ -179,16 +179,27 @@ static bool take_value(int c, const char *arg, struct bench_opts *o, const char 
     return ok;
 }
 
-/* Takes one option of either tool: 0, or a usage error said. */
-static int take_option(const struct cli_tool *t, int c, const char *arg, enum bench_tool tool,
-                       struct bench_opts *o)
+/* Which tool reads the options, into what (take_option's context). */
+struct reading {
+    const struct cli_tool *t;
+    enum bench_tool tool;
+    struct bench_opts *o;
+};
+
+/* Takes one option of either tool (cli.h's cli_take_fn): 0, or a usage
+ * error said here, with words of its own for each option's values. */
+static int take_option(void *reading, int c, int at, const char *arg)
 {
+    const struct reading *r = reading;
+    const struct cli_tool *t = r->t;
+    enum bench_tool tool = r->tool;
+    (void)at;
     if (c == 'c' && tool != BENCH_PERF)
         return cli_usage_error(t, "-c is a tide-perf option");
     if ((c == 't' || c == 'C') && tool != BENCH_OVERLAP)
         return cli_usage_error(t, "%s is a tide-overlap option", c == 't' ? "-t" : "--compute");
     const char *what = "";
-    if (take_value(c, arg, o, &what))
+    if (take_value(c, arg, r->o, &what))
         return 0;
     return cli_usage_error(t, "bad value '%s' for %s", arg, what);
 }
@@ -232,22 +243,12 @@ static int parse_options(int argc, char **argv, enum bench_tool tool, const char
     static char help[8192];
     snprintf(help, sizeof help, "%s%s", usage, shared_help);
     const char *name = strrchr(argv[0], '/');
-    struct cli_tool t = {name ? name + 1 : argv[0], help, tide_version(), longs};
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":b:e:i:f:n:w:d:o:r:a:c:t:h", longs, NULL)) != -1) {
-        if ((c == 'h' || c == 'V') && !print_help)
-            return 0; /* rank 0 prints it */
-        int rc = cli_common(&t, c, argv);
-        if (rc < 0)
-            rc = take_option(&t, c, optarg, tool, o);
-        if (rc)
-            return rc;
-        if (c == 'h' || c == 'V')
-            return 0;
-    }
-    if (optind < argc)
-        return cli_usage_error(&t, "unexpected argument '%s'", argv[optind]);
+    const struct cli_tool t = {.name = name ? name + 1 : argv[0], .usage = help,
+                               .version = tide_version(), .longs = longs, .quiet = !print_help};
+    struct reading r = {&t, tool, o};
+    int rc = cli_parse(&t, argc, argv, ":b:e:i:f:n:w:d:o:r:a:c:t:h", take_option, &r);
+    if (rc >= 0)
+        return rc;
     const char *why = check_options(o);
     return why ? cli_usage_error(&t, "%s", why) : -1;
 }

@@ -64,10 +64,12 @@ int cli_common(const struct cli_tool *t, int c, char **argv)
 {
     switch (c) {
     case 'h':
-        fputs(t->usage, stdout); /* asked for: not an error */
+        if (!t->quiet)
+            fputs(t->usage, stdout); /* asked for: not an error */
         return 0;
     case 'V':
-        printf("%s %s\n", t->name, t->version);
+        if (!t->quiet)
+            printf("%s %s\n", t->name, t->version);
         return 0;
     case '?':
     case ':':
@@ -75,6 +77,26 @@ int cli_common(const struct cli_tool *t, int c, char **argv)
     default:
         return -1;
     }
+}
+
+int cli_parse(const struct cli_tool *t, int argc, char **argv, const char *shorts,
+              cli_take_fn take, void *ctx)
+{
+    int c, at = -1;
+    while ((c = getopt_long(argc, argv, shorts, t->longs, &at)) != -1) {
+        int rc = cli_common(t, c, argv);
+        if (rc >= 0)
+            return rc; /* --help or --version answered, or a usage error said */
+        rc = take(ctx, c, at, optarg);
+        if (rc < 0)
+            return cli_bad_value(t, at, c, optarg);
+        if (rc > 0)
+            return rc;
+        at = -1;
+    }
+    if (optind < argc)
+        return cli_usage_error(t, "unexpected argument '%s'", argv[optind]);
+    return -1;
 }
 
 int cli_help_version(const struct cli_tool *t, int argc, char **argv)

@@ -20,15 +20,31 @@ struct cli_tool {
     const char *usage;   /* the --help text, its usage line first */
     const char *version; /* tide_version(), or tide.h's numbers without libtide */
     const struct option *longs; /* its getopt_long table: errors name its options */
+    bool quiet; /* -h and --version answer 0 printing nothing (ranks but rank 0) */
 };
 
 /* Getopt's code c (from an option string that begins with ':', so that
  * getopt itself prints nothing) when it is one every tool answers alike:
- * 'h' and 'V' (--version) print and return 0; '?' (an unknown option,
- * or a value given to one that takes none) and ':' (no value) are said
- * as usage errors, returning CLI_EXIT_USAGE.
+ * 'h' and 'V' (--version) print (unless t->quiet) and return 0; '?' (an
+ * unknown option, or a value given to one that takes none) and ':' (no
+ * value) are said as usage errors, returning CLI_EXIT_USAGE.
  * Returns -1 for any other c: an option of the tool's own. */
 int cli_common(const struct cli_tool *t, int c, char **argv);
+
+/* How cli_parse hands a tool one of its own options: code c, `at` its
+ * longindex into t->longs (-1 for the short form), arg its value (NULL
+ * for none).  Returns 0 when taken; -1 when the value is bad (cli_parse
+ * says so, as cli_bad_value); else the status of a usage error it has
+ * said itself. */
+typedef int (*cli_take_fn)(void *ctx, int c, int at, const char *arg);
+
+/* A tool's whole command line: getopt_long over t->longs and `shorts`
+ * (which must begin with ':'), what every tool answers alike through
+ * cli_common, each option of the tool's own through take(ctx, ...), and
+ * operands refused.  Returns -1 to go on (checks between options are
+ * the tool's), else the status to exit with. */
+int cli_parse(const struct cli_tool *t, int argc, char **argv, const char *shorts,
+              cli_take_fn take, void *ctx);
 
 /* The whole command line of a tool whose only options are -h, --help and
  * --version.  Returns -1 to go on, with the operands at

@@ -166,8 +166,10 @@ static const char *check_options(const struct opts *o, int world)
 
 /* Option c (getopt's code; 0 with longs[at] for one with a value v):
  * 0 when taken, -1 when v is bad. */
-static int take_option(int c, int at, const char *v, struct opts *o)
+/* cli.h's cli_take_fn: 0, or -1 for a bad value. */
+static int take_option(void *opts, int c, int at, const char *v)
 {
+    struct opts *o = opts;
     switch (c) {
     case 'c': o->check = 1; return 0;
     case 'p': o->compare = 1; return 0;
@@ -184,23 +186,13 @@ static int take_option(int c, int at, const char *v, struct opts *o)
 int train_parse_args(int argc, char **argv, struct opts *o, int world, bool speak)
 {
     const struct cli_tool tool = {.name = "tide-fsdp-train", .usage = usage,
-                                  .version = tide_version(), .longs = longs};
+                                  .version = tide_version(), .longs = longs, .quiet = !speak};
     *o = (struct opts){.prefetch = 1, .steps = 20, .layers = 8, .width = 1024, .batch = 32,
                        .accum = 1, .replays = 3, .lr = -1, .seed = 1,
                        .comm_dtype = TIDE_FLOAT32};
-    int c, at = -1;
-    while ((c = getopt_long(argc, argv, ":h", longs, &at)) != -1) {
-        if ((c == 'h' || c == 'V') && !speak)
-            return 1; /* rank 0 prints it */
-        int rc = cli_common(&tool, c, argv);
-        if (rc >= 0)
-            return rc == 0 ? 1 : -1; /* --help or --version; or a usage error */
-        if (take_option(c, at, optarg, o) != 0)
-            return cli_bad_value(&tool, at, c, optarg), -1;
-        at = -1;
-    }
-    if (optind < argc)
-        return cli_usage_error(&tool, "unexpected argument '%s'", argv[optind]), -1;
+    int rc = cli_parse(&tool, argc, argv, ":h", take_option, o);
+    if (rc >= 0)
+        return rc == 0 ? 1 : -1; /* --help or --version; or a usage error, said */
     if (o->group == 0)
         o->group = world % 2 == 0 ? 2 : 1;
     /* Adam's steps are lr-sized whatever the gradient's scale: with SGD's

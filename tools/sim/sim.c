@@ -409,6 +409,13 @@ static bool take(struct sim_opts *so, int c, const char *v)
     }
 }
 
+/* take, as cli_parse hands it an option (cli.h). */
+static int take_option(void *so, int c, int at, const char *v)
+{
+    (void)at;
+    return take(so, c, v) ? 0 : -1;
+}
+
 /* -1 to run; else the exit status (0 after --help or --version, 2 on a
  * usage error, which has been said). */
 static int parse_args(struct sim_opts *so, int argc, char **argv)
@@ -425,17 +432,9 @@ static int parse_args(struct sim_opts *so, int argc, char **argv)
     };
     const struct cli_tool tool = {.name = "tide-sim", .usage = usage,
                                   .version = tide_version(), .longs = longs};
-    int c, at = -1;
-    while ((c = getopt_long(argc, argv, ":b:e:f:d:o:r:a:h", longs, &at)) != -1) {
-        int rc = cli_common(&tool, c, argv);
-        if (rc >= 0)
-            return rc;
-        if (!take(so, c, optarg))
-            return cli_bad_value(&tool, at, c, optarg);
-        at = -1;
-    }
-    if (optind < argc)
-        return cli_usage_error(&tool, "unexpected argument '%s'", argv[optind]);
+    int rc = cli_parse(&tool, argc, argv, ":b:e:f:d:o:r:a:h", take_option, so);
+    if (rc >= 0)
+        return rc;
     if (!so->sweep && so->ranks < 1)
         return cli_usage_error(&tool, "--ranks is required");
     if (so->b.root >= (so->sweep ? 1 : so->ranks))
