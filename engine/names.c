@@ -16,7 +16,10 @@
 
 void tide__ctx_set_namer(struct tide__ctx *ctx, const struct tide__namer *namer)
 {
-    atomic_store_explicit(&ctx->namer, namer, memory_order_release);
+    /* Every request passes here: a store only the first time, so the
+     * calls of a busy loop do not write the context's line. */
+    if (atomic_load_explicit(&ctx->namer, memory_order_relaxed) != namer)
+        atomic_store_explicit(&ctx->namer, namer, memory_order_release);
 }
 
 static const struct tide__namer *namer_of(const struct tide__ctx *ctx)
