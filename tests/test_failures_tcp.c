@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -28,6 +29,7 @@ static double now_s(void)
 /* Shared between the rank processes (mapped before the fork). */
 struct shared {
     volatile double kill_time;
+    _Atomic int any_checked; /* survivors past their any-source check */
 };
 static struct shared *shm;
 
@@ -75,6 +77,16 @@ static void peer_killed(tide_comm *comm, void *arg)
     EXPECT(rc == TIDE_EPEER && strstr(tide_req_message(any), "rank 0 was lost"),
            "any-source receive returned %s: %s", tide_err_name(rc), tide_req_message(any));
     tide_req_free(any);
+    /* No survivor goes on (and exits) before every survivor has checked
+     * its any-source receive: a survivor's exit is a loss too, and one
+     * seen before rank 0's (rank 1 reads rank 0's last bulk bytes before
+     * its end) would fail the receive naming that survivor instead. */
+    atomic_fetch_add(&shm->any_checked, 1);
+    double give_up = now_s() + 10;
+    while (atomic_load(&shm->any_checked) < n - 1 && now_s() < give_up)
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    EXPECT(atomic_load(&shm->any_checked) == n - 1, "%d of %d survivors checked in 10 s",
+           atomic_load(&shm->any_checked), n - 1);
     if (bulk) {
         rc = tide_wait(bulk, 10000);
         EXPECT(rc == TIDE_EPEER || rc == 0, "big receive returned %s", tide_err_name(rc));
@@ -102,6 +114,7 @@ static void run_peer_killed(int ranks, tide_progress_mode mode)
     struct harness_opts o;
     harness_defaults(&o);
     o.progress = mode;
+    atomic_store(&shm->any_checked, 0);
     int failed = harness_run(ranks, &o, peer_killed, NULL);
     /* exactly the killed rank 0 counts as failed */
     assert_int_equal(failed, 1);
