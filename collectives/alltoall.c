@@ -42,4 +42,4 @@ static void pairwise_post(struct tide__coll *c, int round)
 static const struct tide__rounds pairwise_rounds = {pairwise_setup, pairwise_post, NULL, NULL};
 
 const struct tide__algo tide__algo_pairwise_alltoall = {"pairwise", sizeof(struct tide__coll),
-                                                        &tide__coll_vtbl, &pairwise_rounds, NULL};
+                                                        &tide__coll_vtbl, &pairwise_rounds, NULL, NULL};

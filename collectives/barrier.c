@@ -67,7 +67,7 @@ static const struct tide__op_vtbl barrier_vtbl = {"barrier", barrier_start, barr
 
 const struct tide__algo tide__algo_dissemination_barrier = {"dissemination",
                                                             sizeof(struct barrier_op),
-                                                            &barrier_vtbl, NULL, NULL};
+                                                            &barrier_vtbl, NULL, NULL, NULL};
 
 int tide_ibarrier(tide_comm *comm, tide_req **out)
 {

@@ -8,6 +8,7 @@
  * its last reference goes, on whichever thread that is. */
 #include "collectives/board.h"
 #include "engine/log.h"
+#include "engine/waiter.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@ struct tide__board_comm {
     uint64_t last_started;       /* the last board collective started here */
     uint64_t done;               /* what mine->done says */
     struct started *first, *last; /* started here and not yet folded into done */
+    struct started *spare;       /* for the direct path's hand-over, which must not fail */
 };
 
 /* A board collective started here, kept until `done` passes it (not in
@@ -166,6 +168,7 @@ static void drop(struct tide__board_comm *bc)
     free(bc->others);
     free(bc->peer);
     free(bc->peer_key);
+    free(bc->spare);
     free(bc);
 }
 
@@ -303,11 +306,16 @@ static bool gate_ready(struct tide__board_op *op, int *peer)
     return true;
 }
 
+static bool reads_root_only(const struct tide__board_op *op)
+{
+    return op->algo->root_only && op->algo->root_only(op);
+}
+
 /* Every rank we read shows `word` >= our sequence. */
 static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
 {
     uint64_t seq = op->c.req.seq;
-    if (op->algo->root_only && op->algo->root_only(op)) {
+    if (reads_root_only(op)) {
         int r = op->c.root;
         _Atomic uint64_t *w = (_Atomic uint64_t *)((uint8_t *)op->bc->peer[r] + word_off);
         *peer = op->bc->world[r];
@@ -323,6 +331,8 @@ static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
     }
     return true;
 }
+
+static void raise_reduced(struct tide__board_op *op);
 
 static bool ready(struct tide__board_op *op, int *peer)
 {
@@ -379,42 +389,59 @@ static void publish(struct tide__board_op *op)
     tp->ops->board_raise(tp, bc->others, bc->n - 1);
 }
 
-/* Peer q's part of this collective: its header must say this sequence
- * and our signature.  false: the request failed, or q skipped it. */
-static bool take_part(struct tide__board_op *op, int q)
+enum part { PART_OK, PART_MISMATCH, PART_GONE, PART_SKIPPED };
+
+/* Peer q's part of this collective, which has posted it: its header
+ * must say this sequence and our signature (*sig gets theirs), and its
+ * board must still be this communicator's. */
+static enum part part_of(struct tide__board_op *op, int q, struct tide__frame *sig)
 {
     struct board *b = op->bc->peer[q];
     uint64_t seq = op->c.req.seq;
     for (int k = 0; k < 2; k++) {
         if (load(&b->head[k].seq) != seq)
             continue;
-        struct tide__frame theirs = b->head[k].sig; /* a copy: it is not ours to trust */
-        if (!tide__frame_same_signature(&op->c.req.sig, &theirs)) {
-            theirs.comm_id = op->c.req.comm->id;
-            theirs.seq = seq;
-            tide__fail_mismatch(&op->c.req, op->bc->world[q], &theirs);
-            return false;
-        }
-        /* Still its board for this communicator: a peer that freed it
-         * (a misuse: we call a collective it never will) may have given
-         * the board to another, whose part this is not. */
-        if (load(op->bc->peer_key[q]) != op->bc->key) {
-            tide__req_fail(&op->c.req, TIDE_EMISMATCH, "rank %d no longer holds this "
-                           "communicator's board: it freed the communicator",
-                           op->bc->world[q]);
-            return false;
-        }
+        *sig = b->head[k].sig; /* a copy: it is not ours to trust */
+        if (!tide__frame_same_signature(&op->c.req.sig, sig))
+            return PART_MISMATCH;
+        /* A peer that freed the communicator (a misuse: we call a
+         * collective it never will) may have given the board to
+         * another, whose part this is not. */
+        if (load(op->bc->peer_key[q]) != op->bc->key)
+            return PART_GONE;
         op->parts[q] = b->data[k];
-        return true;
+        return PART_OK;
     }
-    op->phase = PH_SKIPPED;
-    op->skipper = op->bc->world[q];
-    return false;
+    return PART_SKIPPED;
+}
+
+/* Peer q's part, or the request fails (or waits for q's account of a
+ * collective it skipped): false. */
+static bool take_part(struct tide__board_op *op, int q)
+{
+    struct tide__frame theirs;
+    switch (part_of(op, q, &theirs)) {
+    case PART_OK:
+        return true;
+    case PART_MISMATCH:
+        theirs.comm_id = op->c.req.comm->id;
+        theirs.seq = op->c.req.seq;
+        tide__fail_mismatch(&op->c.req, op->bc->world[q], &theirs);
+        return false;
+    case PART_GONE:
+        tide__req_fail(&op->c.req, TIDE_EMISMATCH, "rank %d no longer holds this "
+                       "communicator's board: it freed the communicator", op->bc->world[q]);
+        return false;
+    default:
+        op->phase = PH_SKIPPED;
+        op->skipper = op->bc->world[q];
+        return false;
+    }
 }
 
 static bool take_parts(struct tide__board_op *op)
 {
-    if (op->algo->root_only && op->algo->root_only(op))
+    if (reads_root_only(op))
         return take_part(op, op->c.root);
     for (int q = 0; q < op->n; q++)
         if (q != op->me && !take_part(op, q))
@@ -447,10 +474,15 @@ static void advance(struct tide__board_op *op)
                               (unsigned long long)op->c.req.seq);
                 break;
             }
-            op->algo->read(op);
-            return; /* it succeeded, or raised `reduced` and waits */
+            if (op->algo->read(op)) {
+                tide__coll_succeed(&op->c);
+                return;
+            }
+            raise_reduced(op);
+            break;
         case PH_REDUCED:
             op->algo->read_reduced(op);
+            tide__coll_succeed(&op->c);
             return;
         default:
             return;
@@ -458,15 +490,27 @@ static void advance(struct tide__board_op *op)
     }
 }
 
-void tide__board_raise_reduced(struct tide__board_op *op)
+static void raise_reduced(struct tide__board_op *op)
 {
     struct tide__board_comm *bc = op->bc;
     atomic_store_explicit(&bc->mine->reduced, op->c.req.seq, memory_order_release);
     struct tide__transport *tp = op->c.req.ctx->tp;
     tp->ops->board_raise(tp, bc->others, bc->n - 1);
     op->phase = PH_REDUCED;
-    op->next = 0;
-    advance(op);
+}
+
+/* Put s, for collective seq, last in bc's order; returns the one before. */
+static uint64_t line_up(struct tide__board_comm *bc, struct started *s, uint64_t seq)
+{
+    s->seq = seq;
+    if (bc->last)
+        bc->last->later = s;
+    else
+        bc->first = s;
+    bc->last = s;
+    uint64_t prev = bc->last_started;
+    bc->last_started = seq;
+    return prev;
 }
 
 void tide__board_start(struct tide__board_op *op, const struct tide__board_algo *algo)
@@ -479,6 +523,11 @@ void tide__board_start(struct tide__board_op *op, const struct tide__board_algo 
     if (tide__coll_scratch(c, (size_t)op->n * sizeof *op->parts))
         return;
     op->parts = c->scratch;
+    if (op->bc) { /* the direct path published it (tide__board_adopt) */
+        op->parts[op->me] = op->mine;
+        advance(op);
+        return;
+    }
     const void *src;
     size_t part = algo->part(op, &src);
     if (part > BOARD_SLOT) { /* select.c checks: not ours to meet */
@@ -494,16 +543,9 @@ void tide__board_start(struct tide__board_op *op, const struct tide__board_algo 
         tide__req_fail(&c->req, TIDE_ENOMEM, "cannot allocate a board collective's place");
         return;
     }
-    s->seq = c->req.seq;
-    if (bc->last)
-        bc->last->later = s;
-    else
-        bc->first = s;
-    bc->last = s;
-    op->started = s;
     op->bc = bc;
-    op->prev = bc->last_started;
-    bc->last_started = c->req.seq;
+    op->started = s;
+    op->prev = line_up(bc, s, c->req.seq);
     op->phase = PH_GATE;
     advance(op);
 }
@@ -540,6 +582,144 @@ void tide__board_release(tide_req *req)
         op->bc = NULL;
     }
     tide__coll_release(req);
+}
+
+/* ---- the direct path (board.h) ---- */
+
+/* The most ranks whose parts the direct path reads: their addresses
+ * live on the caller's stack. */
+#define DIRECT_MAX_RANKS 64
+/* How long it waits for the drive right and then for the parts before
+ * a request takes over: a peer later than this costs the request's
+ * ~1 us on top, and meanwhile nothing else of this process moves. */
+#define DIRECT_PATIENCE_NS (20 * TIDE_NS_PER_US)
+
+static uint64_t patience(const struct tide__ctx *ctx)
+{
+    return ctx->spin_ns < DIRECT_PATIENCE_NS ? ctx->spin_ns : DIRECT_PATIENCE_NS;
+}
+
+/* The collective ended here, with no other board collective of bc's
+ * communicator pending: `done` passes it. */
+static void ended_alone(struct tide__board_comm *bc, uint64_t seq)
+{
+    bc->last_started = seq;
+    bc->done = seq;
+    atomic_store_explicit(&bc->mine->done, seq, memory_order_release);
+}
+
+/* Wait up to patience_ns for every part we read to be posted. */
+static bool parts_posted(struct tide__board_op *op, uint64_t patience_ns)
+{
+    struct tide__ctx *ctx = op->c.req.ctx;
+    uint64_t until = 0;
+    int peer;
+    op->next = 0;
+    for (unsigned i = 1;; i++) {
+        if (flags_ready(op, offsetof(struct board, posted), &peer))
+            return true;
+        if (ctx->spin_yields)
+            tide__spin_yield(); /* the peer we wait for may need this core */
+        if (i % 16)
+            continue; /* the clock costs as much as a look */
+        uint64_t now = tide__now_ns();
+        if (!until)
+            until = now + patience_ns;
+        else if (now >= until)
+            return false;
+    }
+}
+
+/* Every part we read is as ours: else the request says why not. */
+static bool parts_plain(struct tide__board_op *op)
+{
+    struct tide__frame sig;
+    if (reads_root_only(op))
+        return part_of(op, op->c.root, &sig) == PART_OK;
+    for (int q = 0; q < op->n; q++)
+        if (q != op->me && part_of(op, q, &sig) != PART_OK)
+            return false;
+    return true;
+}
+
+/* Holding the drive right: as far as the collective goes plainly.
+ * *now: ctx's clock when it ended here. */
+static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
+{
+    struct tide__coll *c = &op->c;
+    tide_comm *comm = c->req.comm;
+    struct tide__ctx *ctx = c->req.ctx;
+    struct tide__board_comm *bc = comm->board;
+    int peer;
+    if (!bc || bc->first || comm->gated || ctx->broken || atomic_load(&comm->revoked) ||
+        atomic_load(&comm->late_err))
+        return TIDE__DIRECT_DECLINED;
+    if (!bc->spare && !(bc->spare = calloc(1, sizeof *bc->spare)))
+        return TIDE__DIRECT_DECLINED;
+    op->bc = bc;
+    op->prev = bc->last_started;
+    if (!gate_ready(op, &peer))
+        return TIDE__DIRECT_DECLINED;
+    uint64_t seq = atomic_fetch_add(&comm->next_seq, 1);
+    c->req.seq = seq;
+    if (tide__notes_waiting(ctx, comm, seq))
+        return TIDE__DIRECT_NUMBERED; /* a peer's word on it came first */
+    publish(op);
+    if (!parts_posted(op, patience(ctx)) || !parts_plain(op))
+        return TIDE__DIRECT_PUBLISHED;
+    op->algo->read(op);
+    ended_alone(bc, seq);
+    /* What a request's start and end would have noted. */
+    if (seq > comm->started_seq)
+        comm->started_seq = seq;
+    *now = tide__ctx_now(ctx);
+    c->req.deadline_ns = *now + ctx->timeout_ns; /* the recorder's post time */
+    tide__rec_whole(&c->req, *now);
+    tide__collective_succeeded(&c->req);
+    ctx->board_direct_ended++;
+    return TIDE__DIRECT_DONE;
+}
+
+enum tide__direct tide__board_direct(struct tide__board_op *op, const struct tide__board_algo *algo)
+{
+    struct tide__ctx *ctx = op->c.req.ctx;
+    tide_comm *comm = op->c.req.comm;
+    if (!ctx->board_direct || algo->read_reduced || comm->size > DIRECT_MAX_RANKS || ctx->trace)
+        return TIDE__DIRECT_DECLINED;
+    const uint8_t *parts[DIRECT_MAX_RANKS];
+    op->algo = algo;
+    op->n = comm->size;
+    op->me = comm->rank;
+    op->parts = parts;
+    bool announced;
+    if (!tide__progress_enter(ctx, patience(ctx), &announced))
+        return TIDE__DIRECT_DECLINED;
+    uint64_t now = 0;
+    enum tide__direct end = run_direct(op, &now);
+    tide__progress_leave(ctx, announced, now ? now : tide__ctx_now(ctx));
+    op->parts = NULL; /* our stack's */
+    return end;
+}
+
+/* adopt and abandon run on the caller's thread without the drive right:
+ * the direct path found no board collective of this communicator
+ * pending, and only this thread calls collectives on it (MPI's rule),
+ * so nothing else touches bc until the request is submitted. */
+void tide__board_adopt(struct tide__board_op *op, const struct tide__board_op *from)
+{
+    struct tide__board_comm *bc = from->bc;
+    struct started *s = bc->spare;
+    bc->spare = NULL;
+    op->bc = bc;
+    op->started = s;
+    op->prev = line_up(bc, s, from->c.req.seq);
+    op->mine = from->mine;
+    op->phase = PH_POSTED;
+}
+
+void tide__board_abandon(const struct tide__board_op *from)
+{
+    ended_alone(from->bc, from->c.req.seq);
 }
 
 void tide__board_describe(const tide_req *req, char *buf, size_t len)

@@ -11,13 +11,13 @@ static size_t own_block(struct tide__board_op *op, const void **src)
     return op->c.count * op->c.esize;
 }
 
-static void copy_blocks(struct tide__board_op *op)
+static bool copy_blocks(struct tide__board_op *op)
 {
     struct tide__coll *c = &op->c;
     size_t bb = c->count * c->esize;
     for (int q = 0; q < op->n; q++)
         tide__coll_copy(c, tide__at(c, c->recvbuf, (size_t)q * c->count), op->parts[q], bb);
-    tide__coll_succeed(c);
+    return true;
 }
 
 static const struct tide__board_algo hooks = {own_block, NULL, copy_blocks, NULL};
@@ -31,4 +31,4 @@ static const struct tide__op_vtbl vtbl = {"collective", start, tide__board_step,
                                           tide__board_release, tide__board_describe};
 
 const struct tide__algo tide__algo_board_allgather = {"board", sizeof(struct tide__board_op), &vtbl,
-                                                      NULL, NULL};
+                                                      NULL, NULL, &hooks};

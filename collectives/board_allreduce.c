@@ -32,10 +32,10 @@ static void reduce_parts(struct tide__board_op *op, char *dst, size_t lo, size_t
     tide__coll_avg(c, dst, len);
 }
 
-static void one_shot(struct tide__board_op *op)
+static bool one_shot(struct tide__board_op *op)
 {
     reduce_parts(op, op->c.recvbuf, 0, op->c.count);
-    tide__coll_succeed(&op->c);
+    return true;
 }
 
 static void share(const struct tide__board_op *op, int q, size_t *lo, size_t *len)
@@ -44,7 +44,7 @@ static void share(const struct tide__board_op *op, int q, size_t *lo, size_t *le
     *len = tide__stage_share_off(op->c.count, op->n, q + 1) - *lo;
 }
 
-static void reduce_share(struct tide__board_op *op)
+static bool reduce_share(struct tide__board_op *op)
 {
     struct tide__coll *c = &op->c;
     size_t lo, len;
@@ -52,7 +52,7 @@ static void reduce_share(struct tide__board_op *op)
     char *dst = tide__at(c, c->recvbuf, lo);
     reduce_parts(op, dst, lo, len);
     tide__coll_copy(c, op->mine + lo * c->esize, dst, len * c->esize);
-    tide__board_raise_reduced(op);
+    return false; /* on to the shares */
 }
 
 static void copy_shares(struct tide__board_op *op)
@@ -65,7 +65,6 @@ static void copy_shares(struct tide__board_op *op)
             tide__coll_copy(c, tide__at(c, c->recvbuf, lo), op->parts[q] + lo * c->esize,
                             len * c->esize);
     }
-    tide__coll_succeed(c);
 }
 
 static const struct tide__board_algo one_shot_algo = {whole, NULL, one_shot, NULL};
@@ -88,6 +87,7 @@ static const struct tide__op_vtbl two_phase_vtbl = {"collective", start_two_phas
                                                     tide__board_describe};
 
 const struct tide__algo tide__algo_board_allreduce = {"board", sizeof(struct tide__board_op),
-                                                      &one_shot_vtbl, NULL, NULL};
+                                                      &one_shot_vtbl, NULL, NULL,
+                                                      &one_shot_algo};
 const struct tide__algo tide__algo_board_rsag_allreduce = {
-    "board_rsag", sizeof(struct tide__board_op), &two_phase_vtbl, NULL, NULL};
+    "board_rsag", sizeof(struct tide__board_op), &two_phase_vtbl, NULL, NULL, &two_phase_algo};

@@ -22,12 +22,12 @@ static bool reader(const struct tide__board_op *op)
     return !is_root(op);
 }
 
-static void copy_out(struct tide__board_op *op)
+static bool copy_out(struct tide__board_op *op)
 {
     struct tide__coll *c = &op->c;
     if (!is_root(op))
         tide__coll_copy(c, c->recvbuf, op->parts[c->root], c->count * c->esize);
-    tide__coll_succeed(c);
+    return true;
 }
 
 static const struct tide__board_algo hooks = {root_data, reader, copy_out, NULL};
@@ -41,4 +41,4 @@ static const struct tide__op_vtbl vtbl = {"collective", start, tide__board_step,
                                           tide__board_release, tide__board_describe};
 
 const struct tide__algo tide__algo_board_bcast = {"board", sizeof(struct tide__board_op), &vtbl,
-                                                  NULL, NULL};
+                                                  NULL, NULL, &hooks};

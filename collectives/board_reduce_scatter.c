@@ -9,7 +9,7 @@ static size_t whole(struct tide__board_op *op, const void **src)
     return op->c.count * op->c.esize;
 }
 
-static void reduce_block(struct tide__board_op *op)
+static bool reduce_block(struct tide__board_op *op)
 {
     struct tide__coll *c = &op->c;
     size_t at = tide__blk_off(c, op->me) * c->esize, len = tide__blk_len(c, op->me);
@@ -17,7 +17,7 @@ static void reduce_block(struct tide__board_op *op)
     for (int q = 2; q < op->n; q++)
         tide__coll_reduce(c, c->recvbuf, c->recvbuf, op->parts[q] + at, len);
     tide__coll_avg(c, c->recvbuf, len);
-    tide__coll_succeed(c);
+    return true;
 }
 
 static const struct tide__board_algo hooks = {whole, NULL, reduce_block, NULL};
@@ -31,4 +31,4 @@ static const struct tide__op_vtbl vtbl = {"collective", start, tide__board_step,
                                           tide__board_release, tide__board_describe};
 
 const struct tide__algo tide__algo_board_reduce_scatter = {
-    "board", sizeof(struct tide__board_op), &vtbl, NULL, NULL};
+    "board", sizeof(struct tide__board_op), &vtbl, NULL, NULL, &hooks};

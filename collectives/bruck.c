@@ -55,4 +55,4 @@ static void bruck_finish(struct tide__coll *c)
 static const struct tide__rounds bruck_rounds = {bruck_setup, bruck_post, NULL, bruck_finish};
 
 const struct tide__algo tide__algo_bruck_allgather = {"bruck", sizeof(struct tide__coll),
-                                                      &tide__coll_vtbl, &bruck_rounds, NULL};
+                                                      &tide__coll_vtbl, &bruck_rounds, NULL, NULL};

@@ -2,6 +2,7 @@
  * in-place forms, pick the algorithm, and hand the request to the
  * reactor.  Everything here runs on the caller's thread; nothing is sent
  * for a call that is rejected. */
+#include "collectives/board.h"
 #include "collectives/coll.h"
 #include "collectives/stage.h"
 #include "engine/log.h"
@@ -27,6 +28,7 @@ struct call {
     size_t bytes;     /* the whole vector, for the algorithm choice */
     void *stage_to;   /* see tide__coll.stage_to */
     size_t stage_bytes;
+    uint64_t seq;     /* taken already (the boards' direct path), or 0 */
 };
 
 static int reject(const struct call *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -105,32 +107,38 @@ static int stage(struct call *k, size_t out_bytes)
     return 0;
 }
 
-/* Make the request of call k with the algorithm chosen for it, numbered
- * (as a part of another request if `part`, subreq.c) but not submitted.
- * On failure what k owns is freed. */
-static int make(struct call *k, bool part, size_t select_bytes, tide_req **out)
+/* Give back what call k owns (it made no request). */
+static void drop(struct call *k)
 {
-    tide_comm *comm = k->comm;
+    free(k->blk.offs);
+    k->blk.offs = NULL;
+    if (k->stage_to)
+        free(k->recvbuf);
+}
+
+/* The algorithm for call k, or NULL with the reason logged and what k
+ * owns given back. */
+static const struct tide__algo *choose(struct call *k, size_t select_bytes)
+{
     char why[200];
+    const struct tide__algo *algo = tide__select(k->kind, k->comm, select_bytes, why, sizeof why);
+    if (!algo) {
+        drop(k);
+        reject(k, "%s", why);
+        return NULL;
+    }
     /* Selected even for a group of one, so a misnamed TIDE_ALGO_* fails
      * on one rank as it would at scale. */
-    const struct tide__algo *algo = tide__select(k->kind, comm, select_bytes, why, sizeof why);
-    if (algo && comm->size == 1)
-        algo = &tide__algo_local;
-    tide_req *req = algo ? tide__coll_req_new(comm, algo->vt, algo->op_size) : NULL;
-    if (!req) {
-        free(k->blk.offs);
-        if (k->stage_to)
-            free(k->recvbuf);
-        return algo ? TIDE_ENOMEM : reject(k, "%s", why);
-    }
-    struct tide__coll *c = (struct tide__coll *)req;
+    return k->comm->size == 1 ? &tide__algo_local : algo;
+}
+
+/* Call k's arguments and signature into c, a request's or the direct
+ * path's. */
+static void fill(const struct call *k, const struct tide__algo *algo, struct tide__coll *c)
+{
+    tide_req *req = &c->req;
     req->opname = k->name;
     req->algorithm = algo->name;
-    if (part)
-        tide__part_number(req);
-    else
-        tide__coll_number(req);
     bool rooted = k->kind == TIDE_KIND_BROADCAST || k->kind == TIDE_KIND_REDUCE ||
                   k->kind == TIDE_KIND_GATHER || k->kind == TIDE_KIND_SCATTER;
     req->sig.kind = k->kind;
@@ -142,6 +150,7 @@ static int make(struct call *k, bool part, size_t select_bytes, tide_req **out)
      * would pair up frames of different patterns: the algorithm is part
      * of the signature, so that is a mismatch, not corruption. */
     req->sig.flags = tide__algo_id(algo);
+    req->op_bytes = k->bytes;
     c->kind = k->kind;
     c->sendbuf = k->sendbuf;
     c->recvbuf = k->recvbuf;
@@ -154,16 +163,82 @@ static int make(struct call *k, bool part, size_t select_bytes, tide_req **out)
     c->algo = algo;
     c->stage_to = k->stage_to;
     c->stage_bytes = k->stage_bytes;
-    c->req.op_bytes = k->bytes;
+}
+
+/* Make the request of call k with algo, numbered (as a part of another
+ * request if `part`, subreq.c) but not submitted.  On failure what k
+ * owns is given back. */
+static int make(struct call *k, const struct tide__algo *algo, bool part, tide_req **out)
+{
+    tide_req *req = tide__coll_req_new(k->comm, algo->vt, algo->op_size);
+    if (!req) {
+        drop(k);
+        return TIDE_ENOMEM;
+    }
+    struct tide__coll *c = (struct tide__coll *)req;
+    fill(k, algo, c);
+    if (k->seq)
+        req->seq = k->seq;
+    else if (part)
+        tide__part_number(req);
+    else
+        tide__coll_number(req);
     if (algo->prepare)
         algo->prepare(c);
     *out = req;
     return 0;
 }
 
+/* A blocking call whose collective runs on boards: the direct path
+ * (board.h).  *taken false: it did nothing, make the request as usual.
+ * Otherwise it returns the call's status; *out is NULL if it ended
+ * here, else the request that goes on from where it stopped. */
+static int direct(struct call *k, const struct tide__algo *algo, tide_req **out, bool *taken)
+{
+    struct tide__board_op op;
+    /* Zeroed as tide__req_new does: all but the message text. */
+    memset(&op, 0, offsetof(tide_req, message));
+    memset((char *)&op + sizeof op.c.req, 0, sizeof op - sizeof op.c.req);
+    op.c.req.comm = k->comm;
+    op.c.req.ctx = k->comm->ctx;
+    fill(k, algo, &op.c);
+    enum tide__direct end = tide__board_direct(&op, algo->board);
+    *taken = end != TIDE__DIRECT_DECLINED;
+    if (end == TIDE__DIRECT_DECLINED)
+        return 0;
+    if (end == TIDE__DIRECT_DONE) {
+        tide__take_wait_next();
+        drop(k);
+        *out = NULL;
+        return 0;
+    }
+    k->seq = op.c.req.seq;
+    int rc = make(k, algo, false, out);
+    if (rc) {
+        /* Our part stays readable; the peers go on without us.  (Only
+         * NUMBERED leaves them waiting for this rank, to their deadline,
+         * as a rank that died would.) */
+        if (end == TIDE__DIRECT_PUBLISHED)
+            tide__board_abandon(&op);
+        return rc;
+    }
+    if (end == TIDE__DIRECT_PUBLISHED)
+        tide__board_adopt((struct tide__board_op *)*out, &op);
+    return tide__req_submit(*out, k->bytes);
+}
+
 static int launch(struct call *k, tide_req **out)
 {
-    int rc = make(k, false, k->bytes, out);
+    const struct tide__algo *algo = choose(k, k->bytes);
+    if (!algo)
+        return TIDE_EINVAL;
+    if (algo->board && !k->stage_to && tide__wait_next_pending()) {
+        bool taken;
+        int rc = direct(k, algo, out, &taken);
+        if (taken)
+            return rc;
+    }
+    int rc = make(k, algo, false, out);
     return rc ? rc : tide__req_submit(*out, k->bytes);
 }
 
@@ -172,7 +247,7 @@ static struct call call_of(const char *fn, const char *name, uint8_t kind, tide_
                            tide_op op, int root)
 {
     struct call k = {fn, name, kind, comm, sendbuf, recvbuf, count, dtype, op, root,
-                     {0, 0, NULL}, 0, NULL, 0};
+                     {0, 0, NULL}, 0, NULL, 0, 0};
     return k;
 }
 
@@ -184,7 +259,8 @@ int tide__coll_part(uint8_t kind, const char *name, tide_comm *comm, const void 
                             dtype, op, 0);
     k.blk.total = count;
     k.bytes = count * tide_dtype_size(dtype);
-    return make(&k, true, select_bytes ? select_bytes : k.bytes, out);
+    const struct tide__algo *algo = choose(&k, select_bytes ? select_bytes : k.bytes);
+    return algo ? make(&k, algo, true, out) : TIDE_EINVAL;
 }
 
 /* ---- allreduce ---- */

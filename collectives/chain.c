@@ -196,4 +196,4 @@ static const struct tide__op_vtbl chain_vtbl = {"collective", chain_start, chain
                                                 tide__coll_release, chain_describe};
 
 const struct tide__algo tide__algo_chain_bcast = {"chain", sizeof(struct chain_op), &chain_vtbl,
-                                                  NULL, NULL};
+                                                  NULL, NULL, NULL};

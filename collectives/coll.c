@@ -201,4 +201,4 @@ static void local_start(tide_req *req)
 static const struct tide__op_vtbl local_vtbl = {"collective", local_start, NULL,
                                                 tide__coll_release, NULL};
 
-const struct tide__algo tide__algo_local = {"local", sizeof(struct tide__coll), &local_vtbl, NULL, NULL};
+const struct tide__algo tide__algo_local = {"local", sizeof(struct tide__coll), &local_vtbl, NULL, NULL, NULL};

@@ -26,6 +26,7 @@
 #define TIDE_COLL_MSGS 4
 
 struct tide__coll;
+struct tide__board_algo;
 
 /* An algorithm made of rounds.  post_round posts up to TIDE_COLL_MSGS
  * messages with tide__coll_send/recv (receives first: a peer that is
@@ -46,13 +47,16 @@ struct tide__rounds {
  * op_size is the size of their request struct.  prepare, optional, runs
  * on the caller's thread once the request is made and numbered: an
  * algorithm made of other collectives (hier.c) makes them there, since
- * their sequence numbers must follow the calling order. */
+ * their sequence numbers must follow the calling order.  board: the
+ * hooks of an algorithm on boards, which a blocking call may run
+ * without a request (board.h, the direct path). */
 struct tide__algo {
     const char *name;
     size_t op_size;
     const struct tide__op_vtbl *vt;
     const struct tide__rounds *rounds;
     void (*prepare)(struct tide__coll *c);
+    const struct tide__board_algo *board;
 };
 
 /* How a vector is cut into one block per rank.  Exactly one of: blocks

@@ -39,8 +39,10 @@ int tide_comm_split(tide_comm *comm, int color, int key, tide_comm **newcomm)
     if (!all || !m || !members)
         goto out;
 
+    /* Not the blocking form: the new id mixes in this all-gather's
+     * sequence number, so it needs a request (the direct path of a
+     * blocking call on boards makes none; collectives/board.h). */
     tide_req *req;
-    tide__wait_next();
     rc = tide_iallgather(comm, mine, all, 2, TIDE_INT32, &req);
     uint64_t seq = req ? req->seq : 0;
     if ((rc = tide__wait_and_free(rc, req)) != 0)

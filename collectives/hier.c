@@ -146,4 +146,4 @@ static void describe(const tide_req *req, char *buf, size_t len)
 static const struct tide__op_vtbl hier_vtbl = {"allreduce", start, step, release, describe};
 
 const struct tide__algo tide__algo_hier_allreduce = {"hier", sizeof(struct hier_op), &hier_vtbl,
-                                                     NULL, prepare};
+                                                     NULL, prepare, NULL};

@@ -233,7 +233,7 @@ static void rd_finish(struct tide__coll *c)
 static const struct tide__rounds rd_rounds = {rd_setup, rd_post, rd_end, rd_finish};
 
 const struct tide__algo tide__algo_rd_allreduce = {"recursive_doubling", sizeof(struct rec_op),
-                                                   &tide__coll_vtbl, &rd_rounds, NULL};
+                                                   &tide__coll_vtbl, &rd_rounds, NULL, NULL};
 
 /* ---- Rabenseifner's all-reduce ----
  *
@@ -329,7 +329,7 @@ static void rab_end(struct tide__coll *c, int round)
 static const struct tide__rounds rab_rounds = {rab_setup, rab_post, rab_end, NULL};
 
 const struct tide__algo tide__algo_rabenseifner = {"rabenseifner", sizeof(struct rec_op),
-                                                   &tide__coll_vtbl, &rab_rounds, NULL};
+                                                   &tide__coll_vtbl, &rab_rounds, NULL, NULL};
 
 /* ---- recursive halving reduce-scatter ----
  *
@@ -433,7 +433,7 @@ static void rh_finish(struct tide__coll *c)
 static const struct tide__rounds rh_rounds = {rh_setup, rh_post, rh_end, rh_finish};
 
 const struct tide__algo tide__algo_rh_reduce_scatter = {"recursive_halving", sizeof(struct rec_op),
-                                                        &tide__coll_vtbl, &rh_rounds, NULL};
+                                                        &tide__coll_vtbl, &rh_rounds, NULL, NULL};
 
 /* ---- recursive doubling all-gather (power-of-two groups) ----
  *
@@ -468,4 +468,4 @@ static void rdg_post(struct tide__coll *c, int round)
 static const struct tide__rounds rdg_rounds = {rdg_setup, rdg_post, NULL, NULL};
 
 const struct tide__algo tide__algo_rd_allgather = {"recursive_doubling", sizeof(struct tide__coll),
-                                                   &tide__coll_vtbl, &rdg_rounds, NULL};
+                                                   &tide__coll_vtbl, &rdg_rounds, NULL, NULL};

@@ -332,8 +332,8 @@ static const struct tide__op_vtbl ring_vtbl = {"collective", ring_start, ring_st
                                                tide__coll_release, ring_describe};
 
 const struct tide__algo tide__algo_ring_allreduce = {"ring", sizeof(struct ring_op), &ring_vtbl,
-                                                     NULL, NULL};
+                                                     NULL, NULL, NULL};
 const struct tide__algo tide__algo_ring_reduce_scatter = {"ring", sizeof(struct ring_op),
-                                                          &ring_vtbl, NULL, NULL};
+                                                          &ring_vtbl, NULL, NULL, NULL};
 const struct tide__algo tide__algo_ring_allgather = {"ring", sizeof(struct ring_op), &ring_vtbl,
-                                                     NULL, NULL};
+                                                     NULL, NULL, NULL};

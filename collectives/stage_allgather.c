@@ -81,4 +81,4 @@ static const struct tide__op_vtbl vtbl = {"collective", start, step, tide__stage
                                           tide__stage_describe};
 
 const struct tide__algo tide__algo_stage_allgather = {"shm", sizeof(struct stage_allgather),
-                                                      &vtbl, NULL, NULL};
+                                                      &vtbl, NULL, NULL, NULL};

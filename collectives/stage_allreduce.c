@@ -113,4 +113,4 @@ static const struct tide__op_vtbl vtbl = {"collective", start, step, tide__stage
                                           tide__stage_describe};
 
 const struct tide__algo tide__algo_stage_allreduce = {"shm", sizeof(struct stage_allreduce),
-                                                      &vtbl, NULL, NULL};
+                                                      &vtbl, NULL, NULL, NULL};

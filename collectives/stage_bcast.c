@@ -138,4 +138,4 @@ static void step(tide_req *req, tide__msg *m)
 static const struct tide__op_vtbl vtbl = {"collective", start, step, tide__stage_release,
                                           tide__stage_describe};
 
-const struct tide__algo tide__algo_stage_bcast = {"shm", sizeof(struct stage_bcast), &vtbl, NULL, NULL};
+const struct tide__algo tide__algo_stage_bcast = {"shm", sizeof(struct stage_bcast), &vtbl, NULL, NULL, NULL};

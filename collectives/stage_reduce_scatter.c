@@ -111,4 +111,4 @@ static const struct tide__op_vtbl vtbl = {"collective", start, step, tide__stage
                                           tide__stage_describe};
 
 const struct tide__algo tide__algo_stage_reduce_scatter = {
-    "shm", sizeof(struct stage_reduce_scatter), &vtbl, NULL, NULL};
+    "shm", sizeof(struct stage_reduce_scatter), &vtbl, NULL, NULL, NULL};

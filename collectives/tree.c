@@ -113,7 +113,7 @@ static void bcast_post(struct tide__coll *c, int round)
 static const struct tide__rounds bcast_rounds = {count_rounds, bcast_post, NULL, NULL};
 
 const struct tide__algo tide__algo_binomial_bcast = {"binomial", sizeof(struct tide__coll),
-                                                     &tide__coll_vtbl, &bcast_rounds, NULL};
+                                                     &tide__coll_vtbl, &bcast_rounds, NULL, NULL};
 
 /* ---- reduce: vectors up the tree, combined at each parent ---- */
 
@@ -178,7 +178,7 @@ static const struct tide__rounds reduce_rounds = {reduce_setup, reduce_post, red
                                                   reduce_finish};
 
 const struct tide__algo tide__algo_binomial_reduce = {"binomial", sizeof(struct tree_op),
-                                                      &tide__coll_vtbl, &reduce_rounds, NULL};
+                                                      &tide__coll_vtbl, &reduce_rounds, NULL, NULL};
 
 /* ---- gather: each subtree's blocks up the tree in one message ---- */
 
@@ -237,7 +237,7 @@ static void gather_finish(struct tide__coll *c)
 static const struct tide__rounds gather_rounds = {gather_setup, gather_post, NULL, gather_finish};
 
 const struct tide__algo tide__algo_binomial_gather = {"binomial", sizeof(struct tree_op),
-                                                      &tide__coll_vtbl, &gather_rounds, NULL};
+                                                      &tide__coll_vtbl, &gather_rounds, NULL, NULL};
 
 /* ---- scatter: each subtree's blocks down the tree in one message ---- */
 
@@ -295,4 +295,4 @@ static const struct tide__rounds scatter_rounds = {scatter_setup, scatter_post, 
                                                    scatter_finish};
 
 const struct tide__algo tide__algo_binomial_scatter = {"binomial", sizeof(struct tree_op),
-                                                       &tide__coll_vtbl, &scatter_rounds, NULL};
+                                                       &tide__coll_vtbl, &scatter_rounds, NULL, NULL};

@@ -94,6 +94,8 @@ struct tide__ctx *tide__ctx_new(const tide_config *cfg, bool wake)
     ctx->spin_ns = (uint64_t)cfg->spin_us * TIDE_NS_PER_US;
     ctx->inline_mode = cfg->progress == TIDE_PROGRESS_INLINE;
     ctx->spin_yields = spin_yields(cfg);
+    const char *direct = getenv("TIDE_BOARD_DIRECT");
+    ctx->board_direct = !direct || strcmp(direct, "0") != 0;
     tide__mpsc_init(&ctx->cmds);
     tide__timer_heap_init(&ctx->own_timers);
     ctx->timers = &ctx->own_timers;

@@ -212,6 +212,9 @@ struct tide__ctx {
     uint64_t timeout_ns;
     uint64_t spin_ns;
     bool spin_yields; /* a spinning waiter yields on idle passes (comm.c: spin_yields) */
+    bool board_direct; /* blocking board collectives may end on the caller's thread
+                          (collectives/board.h); TIDE_BOARD_DIRECT=0 turns it off */
+    uint64_t board_direct_ended; /* drive right: how many did (tests look) */
     bool inline_mode;
     /* tide_finalize ran: every call on its communicators is refused
      * (tide__comm_usable).  The context's memory outlives it for that
@@ -380,6 +383,9 @@ void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *thei
 /* A collective is starting: apply what was learned of it before (early
  * frames, peers' failures).  True when that failed it. */
 bool tide__check_notes(tide_req *req);
+/* Whether something was learned of collective seq of comm before it
+ * started here (the boards' direct path then leaves it to a request). */
+bool tide__notes_waiting(struct tide__ctx *ctx, const tide_comm *comm, uint64_t seq);
 /* req (a collective) failed here with err for the reason in detail:
  * remember it, and tell the other ranks of its comm unless told_by_peer
  * (they heard from the rank that failed first) or ctx is broken. */
@@ -409,6 +415,9 @@ void tide__req_describe_peers(const tide_req *req, char *buf, size_t len);
 /* Reactor: collective req starts / ended with status (0 or TIDE_E*). */
 void tide__rec_start(tide_req *req);
 void tide__rec_end(tide_req *req, int status);
+/* Both at once, at time now (ctx's clock), for a collective that
+ * succeeded without a request's start (collectives/board.h). */
+void tide__rec_whole(tide_req *req, uint64_t now);
 /* Reactor: req failed with err; its message is final.  Keeps the
  * comm's first error and dumps (at most once a second) when dumps are on. */
 void tide__rec_failed(tide_req *req, int err);
@@ -581,6 +590,8 @@ int tide__wait_and_free(int rc, tide_req *req);
 /* Whether this thread's next post is a blocking call's (tide__wait_next),
  * which it forgets as it answers. */
 bool tide__take_wait_next(void);
+/* The same without clearing it. */
+bool tide__wait_next_pending(void);
 
 /* Any thread: wake every caller asleep in tide_wait because another
  * thread held the drive right: a request one of them waits for has
@@ -607,6 +618,16 @@ void tide__progress_post(struct tide__ctx *ctx, struct tide__cmd *cmd, bool here
  * back, after pushing out what the holder queued for the kernel. */
 bool tide__progress_try_drive(struct tide__ctx *ctx);
 void tide__progress_release(struct tide__ctx *ctx);
+
+/* A caller that will run a short operation on its own thread with no
+ * request (collectives/board.h, the direct path): take the drive right,
+ * announced as a waiter if another thread holds it, waiting up to
+ * patience_ns, and start what was posted before (operations start in the
+ * order they were posted).  False, having taken nothing: another thread
+ * kept it, or ctx is not driven by the reactor (a simulated rank).
+ * tide__progress_leave gives it back; now: ctx's clock, read already. */
+bool tide__progress_enter(struct tide__ctx *ctx, uint64_t patience_ns, bool *announced);
+void tide__progress_leave(struct tide__ctx *ctx, bool announced, uint64_t now);
 
 /* The holder of the drive right: turn until req completes or deadline,
  * spinning until *spin_end, then sleeping in the ring.  A turn that moved

@@ -378,6 +378,11 @@ bool tide__check_notes(tide_req *req)
     return failed;
 }
 
+bool tide__notes_waiting(struct tide__ctx *ctx, const tide_comm *comm, uint64_t seq)
+{
+    return tide__seqmap_find(&ctx->notes, comm->id, seq, NULL) != NULL;
+}
+
 static void free_note_list(struct tide__seqmap_node *key)
 {
     while (key) {

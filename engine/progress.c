@@ -273,6 +273,40 @@ void tide__progress_post(struct tide__ctx *ctx, struct tide__cmd *cmd, bool here
     tide__progress_release(ctx);
 }
 
+bool tide__progress_enter(struct tide__ctx *ctx, uint64_t patience_ns, bool *announced)
+{
+    *announced = false;
+    if (ctx->drive != &tide__drive_reactor)
+        return false;
+    uint64_t until = 0;
+    while (!tide__progress_try_drive(ctx)) {
+        if (!*announced) { /* the progress thread lets go at its next turn */
+            tide__progress_wait_begin(ctx);
+            *announced = true;
+        }
+        uint64_t now = tide__now_ns();
+        if (!until) {
+            until = now + patience_ns;
+        } else if (now >= until) {
+            tide__progress_wait_end(ctx);
+            *announced = false;
+            return false;
+        }
+        tide__spin_yield();
+    }
+    run_queued(ctx, INT_MAX);
+    return true;
+}
+
+void tide__progress_leave(struct tide__ctx *ctx, bool announced, uint64_t now)
+{
+    tide__progress_release(ctx);
+    if (announced)
+        tide__progress_wait_end(ctx);
+    else if (!ctx->inline_mode)
+        atomic_store(&ctx->last_wait_ns, now); /* as a wait's end: see GRACE_NS */
+}
+
 /* Spinning past TIDE_SPIN_US pays while nobody else wants this CPU (the
  * caller sleeps, the math runs on an accelerator, the peer is a moment
  * late): a yield that comes straight back says so, and a sleep would

@@ -17,7 +17,7 @@ static struct tide__rec_op *slot(tide_comm *comm, uint64_t seq)
     return &comm->rec->ops[seq % TIDE_REC_OPS];
 }
 
-void tide__rec_start(tide_req *req)
+static void record_start(tide_req *req, uint64_t now)
 {
     struct tide__ctx *ctx = req->ctx;
     if (!ctx->rec.ready)
@@ -31,7 +31,7 @@ void tide__rec_start(tide_req *req)
     struct tide__rec_op *op = slot(req->comm, req->seq);
     op->seq = req->seq;
     op->t_post = req->deadline_ns - ctx->timeout_ns; /* the deadline counts from the post */
-    op->t_start = tide__ctx_now(ctx);
+    op->t_start = now;
     op->t_end = 0;
     op->count = req->sig.count;
     op->bytes = req->op_bytes;
@@ -44,16 +44,32 @@ void tide__rec_start(tide_req *req)
     op->state = TIDE_REC_STARTED;
 }
 
-void tide__rec_end(tide_req *req, int status)
+static void record_end(tide_req *req, int status, uint64_t now)
 {
     if (!req->comm->rec)
         return;
     struct tide__rec_op *op = slot(req->comm, req->seq);
     if (op->seq != req->seq)
         return; /* overwritten: TIDE_REC_OPS newer ones started meanwhile */
-    op->t_end = tide__ctx_now(req->ctx);
+    op->t_end = now;
     op->status = status;
     op->state = status ? TIDE_REC_FAILED : TIDE_REC_DONE;
+}
+
+void tide__rec_start(tide_req *req)
+{
+    record_start(req, tide__ctx_now(req->ctx));
+}
+
+void tide__rec_end(tide_req *req, int status)
+{
+    record_end(req, status, tide__ctx_now(req->ctx));
+}
+
+void tide__rec_whole(tide_req *req, uint64_t now)
+{
+    record_start(req, now);
+    record_end(req, 0, now);
 }
 
 /* Automatic dumps at most this often: the first failure's picture is the

@@ -142,10 +142,15 @@ bool tide__take_wait_next(void)
     return w;
 }
 
+bool tide__wait_next_pending(void)
+{
+    return wait_next;
+}
+
 int tide__wait_and_free(int rc, tide_req *req)
 {
     wait_next = false; /* the post may have failed before taking it */
-    if (rc)
+    if (rc || !req) /* !req: it ended in the post (collectives/board.h, the direct path) */
         return rc;
     rc = tide_wait(req, -1);
     tide_req_free(req);

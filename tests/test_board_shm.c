@@ -4,7 +4,8 @@
  * message collectives, more communicators made and freed than a rank has
  * boards, a rank killed while its peers wait on its flag, a late rank,
  * mismatched calls between two boards and between a board and a
- * message algorithm, and 16 ranks (oversubscribed here). */
+ * message algorithm, the direct path of blocking calls and its
+ * hand-overs, and 16 ranks (oversubscribed here). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -21,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "engine/context.h"
 #include "tests/harness.h"
 
 static int run_on_shm_with(int n, double timeout_s, tide_progress_mode progress,
@@ -362,6 +364,95 @@ static void mismatch_board_against_messages(void **state)
     assert_int_equal(run_on_shm(3, 10, mismatch_body, &how), 0);
 }
 
+/* ---- the direct path of blocking calls ---- */
+
+/* One blocking board collective of each kind in turn, checked: allreduce
+ * of 1-16 ints, allgather, reduce_scatter, broadcast from a moving root. */
+static void one_blocking(tide_comm *world, int k)
+{
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    int32_t in[16 * 8], out[16 * 8];
+    int count = 1 + k % 16;
+    for (int i = 0; i < count * n; i++)
+        in[i] = r * 1000 + i + k;
+    switch (k % 4) {
+    case 0:
+        EXPECT_OK(tide_allreduce(world, in, out, (size_t)count, TIDE_INT32, TIDE_SUM));
+        for (int i = 0; i < count; i++)
+            EXPECT(out[i] == 1000 * n * (n - 1) / 2 + n * (i + k), "op %d: allreduce [%d] %d", k,
+                   i, out[i]);
+        break;
+    case 1:
+        EXPECT_OK(tide_allgather(world, in, out, (size_t)count, TIDE_INT32));
+        for (int q = 0; q < n; q++)
+            for (int i = 0; i < count; i++)
+                EXPECT(out[q * count + i] == q * 1000 + i + k, "op %d: allgather [%d][%d] %d", k,
+                       q, i, out[q * count + i]);
+        break;
+    case 2:
+        EXPECT_OK(tide_reduce_scatter(world, in, out, (size_t)count, TIDE_INT32, TIDE_SUM));
+        for (int i = 0; i < count; i++)
+            EXPECT(out[i] == 1000 * n * (n - 1) / 2 + n * (r * count + i + k),
+                   "op %d: reduce_scatter [%d] %d", k, i, out[i]);
+        break;
+    default:
+        setenv("TIDE_ALGO_BROADCAST", "board", 1);
+        EXPECT_OK(tide_broadcast(world, in, (size_t)count, TIDE_INT32, k % n));
+        unsetenv("TIDE_ALGO_BROADCAST");
+        for (int i = 0; i < count; i++)
+            EXPECT(in[i] == (k % n) * 1000 + i + k, "op %d: broadcast [%d] %d", k, i, in[i]);
+    }
+}
+
+/* Blocking board collectives end on the caller's thread when their
+ * peers are on time (board.h, the direct path), and hand over to a
+ * request from wherever they stopped when not: here a rank in turn is
+ * 300 us late (past the path's patience) every fifth call, a board
+ * collective posted before is still pending every seventh (the path
+ * declines), and a message collective runs between every eleventh.
+ * Every result is checked; some calls must have ended directly, and
+ * some not (the late ones). */
+static void direct_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    enum { CALLS = 400 };
+    static float big_in[40000], big_out[40000];
+    for (int k = 0; k < CALLS; k++) {
+        if (k % 5 == 1 && r == (k / 5) % n)
+            usleep(300);
+        tide_req *pending = NULL;
+        int32_t v = r + k, sum = 0;
+        if (k % 7 == 3)
+            EXPECT_OK(tide_iallreduce(world, &v, &sum, 1, TIDE_INT32, TIDE_SUM, &pending));
+        one_blocking(world, k);
+        if (pending) {
+            EXPECT_OK(tide_wait(pending, -1));
+            expect_algo(pending, "board");
+            tide_req_free(pending);
+            EXPECT(sum == n * (n - 1) / 2 + n * k, "op %d: the pending one gave %d", k, sum);
+        }
+        if (k % 11 == 5) {
+            big_in[7] = (float)(r + k);
+            EXPECT_OK(tide_allreduce(world, big_in, big_out, 40000, TIDE_FLOAT32, TIDE_SUM));
+            EXPECT(big_out[7] == (float)(n * (n - 1) / 2 + n * k), "op %d: big %g", k,
+                   (double)big_out[7]);
+        }
+    }
+    double ended = (double)world->ctx->board_direct_ended, all = ended;
+    EXPECT_OK(tide_allreduce(world, TIDE_IN_PLACE, &all, 1, TIDE_FLOAT64, TIDE_SUM));
+    EXPECT(all > 0, "no blocking board collective ended on its caller's thread");
+    EXPECT(all < (double)CALLS * n, "every one did, late peers too (%g)", all);
+}
+
+static void direct_path_and_its_hand_overs(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm(2, 20, direct_body, NULL), 0);
+    assert_int_equal(run_on_shm_with(2, 20, TIDE_PROGRESS_INLINE, direct_body, NULL), 0);
+    assert_int_equal(run_on_shm(4, 20, direct_body, NULL), 0);
+}
+
 /* ---- 16 ranks ---- */
 
 static void sixteen_body(tide_comm *world, void *arg)
@@ -404,6 +495,7 @@ int main(void)
         cmocka_unit_test(late_rank_then_still_works),
         cmocka_unit_test(mismatch_between_boards),
         cmocka_unit_test(mismatch_board_against_messages),
+        cmocka_unit_test(direct_path_and_its_hand_overs),
         cmocka_unit_test(sixteen_ranks),
     };
     return cmocka_run_group_tests_name("board collectives over shared memory", tests, NULL, NULL);

@@ -174,6 +174,7 @@ static bool take_value(int c, const char *arg, struct bench_opts *o, const char 
         o->compute_sleep = strcmp(arg, "sleep") == 0;
         return o->compute_sleep || strcmp(arg, "busy") == 0;
     case 'a': o->algo = arg; return true;
+    case 'N': o->nonblocking = true; return true;
     case 'j': o->json = arg; return true;
     }
     return ok;
@@ -194,8 +195,8 @@ static int take_option(void *reading, int c, int at, const char *arg)
     const struct cli_tool *t = r->t;
     enum bench_tool tool = r->tool;
     (void)at;
-    if (c == 'c' && tool != BENCH_PERF)
-        return cli_usage_error(t, "-c is a tide-perf option");
+    if ((c == 'c' || c == 'N') && tool != BENCH_PERF)
+        return cli_usage_error(t, "%s is a tide-perf option", c == 'c' ? "-c" : "--nonblocking");
     if ((c == 't' || c == 'C') && tool != BENCH_OVERLAP)
         return cli_usage_error(t, "%s is a tide-overlap option", c == 't' ? "-t" : "--compute");
     const char *what = "";
@@ -232,8 +233,9 @@ static int parse_options(int argc, char **argv, enum bench_tool tool, const char
         {"redop", required_argument, NULL, 'o'},    {"root", required_argument, NULL, 'r'},
         {"algo", required_argument, NULL, 'a'},     {"check", required_argument, NULL, 'c'},
         {"tests", required_argument, NULL, 't'},    {"compute", required_argument, NULL, 'C'},
-        {"json", required_argument, NULL, 'j'},     {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
+        {"json", required_argument, NULL, 'j'},     {"nonblocking", no_argument, NULL, 'N'},
+        {"help", no_argument, NULL, 'h'},           {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
     };
     *o = (struct bench_opts){.min_bytes = 8, .max_bytes = 64u << 20, .step_bytes = 1u << 20,
                              .step_factor = 2.0, .iters = 20, .warmup = 5,
@@ -351,11 +353,21 @@ int bench_end(struct bench *b, int status)
 
 /* ------------------------------------------------------------------ calls */
 
+/* The input argument of the measured call. */
+static const void *input_of(const struct bench *b, bool inplace)
+{
+    /* In place, as in nccl-tests, every rank's input of a reduce is in
+     * recv; TIDE_IN_PLACE itself is for the root only. */
+    if (inplace && b->opt.coll == COLL_REDUCE && b->rank != b->opt.root)
+        return b->recv;
+    return inplace ? TIDE_IN_PLACE : b->send;
+}
+
 int bench_post(struct bench *b, const struct bench_shape *s, bool inplace, tide_req **req)
 {
     tide_comm *w = b->comm;
     const struct bench_opts *o = &b->opt;
-    const void *in = inplace ? TIDE_IN_PLACE : b->send;
+    const void *in = input_of(b, inplace);
     switch (o->coll) {
     case COLL_ALLREDUCE:
         return tide_iallreduce(w, in, b->recv, s->count, o->dtype, o->redop, req);
@@ -366,15 +378,34 @@ int bench_post(struct bench *b, const struct bench_shape *s, bool inplace, tide_
     case COLL_BROADCAST:
         return tide_ibroadcast(w, b->recv, s->count, o->dtype, o->root, req);
     case COLL_REDUCE:
-        /* In place, as in nccl-tests, every rank's input is in recv;
-         * TIDE_IN_PLACE itself is for the root only. */
-        if (inplace && b->rank != o->root)
-            in = b->recv;
         return tide_ireduce(w, in, b->recv, s->count, o->dtype, o->redop, o->root, req);
     case COLL_ALLTOALL:
         return tide_ialltoall(w, b->send, b->recv, s->count, o->dtype, req);
     default:
         return tide_ibarrier(w, req);
+    }
+}
+
+int bench_call(struct bench *b, const struct bench_shape *s, bool inplace)
+{
+    tide_comm *w = b->comm;
+    const struct bench_opts *o = &b->opt;
+    const void *in = input_of(b, inplace);
+    switch (o->coll) {
+    case COLL_ALLREDUCE:
+        return tide_allreduce(w, in, b->recv, s->count, o->dtype, o->redop);
+    case COLL_ALLGATHER:
+        return tide_allgather(w, in, b->recv, s->count, o->dtype);
+    case COLL_REDUCE_SCATTER:
+        return tide_reduce_scatter(w, in, b->recv, s->count, o->dtype, o->redop);
+    case COLL_BROADCAST:
+        return tide_broadcast(w, b->recv, s->count, o->dtype, o->root);
+    case COLL_REDUCE:
+        return tide_reduce(w, in, b->recv, s->count, o->dtype, o->redop, o->root);
+    case COLL_ALLTOALL:
+        return tide_alltoall(w, b->send, b->recv, s->count, o->dtype);
+    default:
+        return tide_barrier(w);
     }
 }
 

@@ -43,6 +43,7 @@ struct bench_opts {
     int tests;            /* -t (tide-overlap): tide_test calls in the compute */
     bool compute_sleep;   /* --compute sleep (tide-overlap) */
     const char *json;     /* --json FILE, or NULL */
+    bool nonblocking;     /* --nonblocking (tide-perf): time tide_i*() and tide_wait */
 };
 
 /* One job: the world, the options and buffers for the largest size. */
@@ -106,6 +107,10 @@ struct bench_shape bench_shape_of(const struct bench *b, size_t bytes);
 /* Post the measured collective on b's buffers.  In place, the input is in
  * recv, where MPI (and tide) put it. */
 int bench_post(struct bench *b, const struct bench_shape *s, bool inplace, tide_req **req);
+
+/* The same call in its blocking form (tide_allreduce), as OSU's and
+ * mpi-coll-bench's loops call MPI's: 0 or the error. */
+int bench_call(struct bench *b, const struct bench_shape *s, bool inplace);
 
 /* Post and wait once; returns 0 or the error (printed).  algo, unless
  * NULL, receives the name of the algorithm that ran. */

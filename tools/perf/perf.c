@@ -3,8 +3,10 @@
  *     tide-run -n 4 -- tide-perf --op allreduce -b 8 -e 64M -f 2 -n 20 -w 5 \
  *                                -d float -o sum [-r ROOT] [-a ALGO] [-c 1] [--json FILE]
  *
- * Per size, out of place and then in place: -w untimed calls, a barrier,
- * then -n calls each posted and waited in turn; time is their mean on
+ * Per size, out of place and then in place: -w untimed calls (posted and
+ * waited, which names the algorithm), a barrier, then -n blocking calls
+ * (tide_allreduce, as OSU's and mpi-coll-bench's loops call MPI's; with
+ * --nonblocking each posted and waited in turn); time is their mean on
  * each rank, and the table shows the slowest rank's.  algbw is size /
  * time, busbw algbw times nccl-tests' PERFORMANCE.md factor (allreduce
  * 2(n-1)/n; allgather, reduce_scatter, alltoall (n-1)/n; broadcast and
@@ -26,7 +28,10 @@ static const char usage[] =
     "them: out of place, then in place (TIDE_IN_PLACE).  Broadcast has one buffer\n"
     "and is shown out of place; alltoall and barrier have no in-place form.\n"
     "\n"
-    "  -c, --check 0|1      check every output element; a wrong one fails the run\n";
+    "  -c, --check 0|1      check every output element; a wrong one fails the run\n"
+    "  --nonblocking        time tide_i<op>() and tide_wait instead of the blocking\n"
+    "                       call (small collectives on one host differ: a blocking\n"
+    "                       one may end without a request)\n";
 
 /* One column group of a row: out of place or in place. */
 struct result {
@@ -54,7 +59,9 @@ static int time_calls(struct bench *b, const struct bench_shape *s, bool inplace
     rc = rc ? rc : tide_barrier(b->comm);
     double t0 = bench_now_s();
     for (long i = 0; i < b->opt.iters && !rc; i++)
-        rc = bench_run_once(b, s, inplace, algo);
+        rc = b->opt.nonblocking ? bench_run_once(b, s, inplace, algo) : bench_call(b, s, inplace);
+    if (rc && !b->opt.nonblocking)
+        bench_report(bench_coll_name(b->opt.coll), rc);
     *us = (bench_now_s() - t0) / (double)b->opt.iters * 1e6;
     return rc ? rc : bench_max(b, us);
 }

@@ -63,6 +63,11 @@ void shm_ring_doorbell(struct shm_peer *c)
     /* Pairs with arm(): we published to the ring, it published
      * `sleeping`; after the fence one of us sees the other. */
     atomic_thread_fence(memory_order_seq_cst);
+    shm_ring_doorbell_fenced(c);
+}
+
+void shm_ring_doorbell_fenced(struct shm_peer *c)
+{
     if (!atomic_load_explicit(&c->peer_hdr->sleeping, memory_order_relaxed) ||
         !atomic_exchange(&c->peer_hdr->sleeping, 0))
         return; /* awake, or another writer rang already */

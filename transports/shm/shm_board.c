@@ -89,10 +89,12 @@ uint8_t *shm_board_at(struct tide__transport *base, int peer)
 void shm_board_raise(struct tide__transport *base, const int *peers, int n)
 {
     struct tide__shm *tp = container_of(base, struct tide__shm, base);
+    /* One fence orders our stores before every peer's `sleeping` load. */
+    atomic_thread_fence(memory_order_seq_cst);
     for (int i = 0; i < n; i++) {
         int p = peers[i];
         if (p != tp->rank && p >= 0 && p < tp->size && tp->peers[p].fd >= 0 &&
             !tp->peers[p].lost)
-            shm_ring_doorbell(&tp->peers[p]);
+            shm_ring_doorbell_fenced(&tp->peers[p]);
     }
 }

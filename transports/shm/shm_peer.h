@@ -149,6 +149,8 @@ struct tide__shm {
 void shm_peer_lost(struct shm_peer *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Tell the peer something changed in a ring it cares about, if it sleeps. */
 void shm_ring_doorbell(struct shm_peer *c);
+/* The same after the caller's own seq_cst fence (one for many peers). */
+void shm_ring_doorbell_fenced(struct shm_peer *c);
 
 /* shm_send.c */
 void shm_send_post(struct shm_peer *c, tide__msg *m);
