@@ -593,6 +593,7 @@ void tide__board_release(tide_req *req)
  * a request takes over: a peer later than this costs the request's
  * ~1 us on top, and meanwhile nothing else of this process moves. */
 #define DIRECT_PATIENCE_NS (20 * TIDE_NS_PER_US)
+#define DIRECT_SPIN_NS (2 * TIDE_NS_PER_US)
 
 static uint64_t patience(const struct tide__ctx *ctx)
 {
@@ -608,25 +609,30 @@ static void ended_alone(struct tide__board_comm *bc, uint64_t seq)
     atomic_store_explicit(&bc->mine->done, seq, memory_order_release);
 }
 
-/* Wait up to patience_ns for every part we read to be posted. */
+/* Wait up to patience_ns for every part we read to be posted: spinning,
+ * and after DIRECT_SPIN_NS yielding between looks too, in case the peer
+ * we wait for shares our CPU (a mask we were not told of). */
 static bool parts_posted(struct tide__board_op *op, uint64_t patience_ns)
 {
     struct tide__ctx *ctx = op->c.req.ctx;
-    uint64_t until = 0;
+    uint64_t since = 0;
+    bool yielding = ctx->spin_yields;
     int peer;
     op->next = 0;
     for (unsigned i = 1;; i++) {
         if (flags_ready(op, offsetof(struct board, posted), &peer))
             return true;
-        if (ctx->spin_yields)
-            tide__spin_yield(); /* the peer we wait for may need this core */
+        if (yielding)
+            tide__spin_yield();
         if (i % 16)
             continue; /* the clock costs as much as a look */
         uint64_t now = tide__now_ns();
-        if (!until)
-            until = now + patience_ns;
-        else if (now >= until)
+        if (!since)
+            since = now;
+        else if (now - since >= patience_ns)
             return false;
+        else if (now - since >= DIRECT_SPIN_NS)
+            yielding = true;
     }
 }
 

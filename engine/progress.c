@@ -47,7 +47,9 @@
  * it neither naps after a wait nor parks at once while callers wait, and
  * keeps turning for OWN_SPIN_NS after the last thing moved - with
  * operations pending or not - before it sleeps: a post is then picked
- * up from the queue at the next turn, with no system call.
+ * up from the queue at the next turn, with no system call.  Only just
+ * after a caller drove and left nothing pending does it keep its hands
+ * off the drive right (OWN_GRACE_NS), for that caller's next call.
  *
  * Inline mode: no thread, no lock; tide_wait/tide_test drive. */
 #include "engine/clock.h"
@@ -91,6 +93,12 @@
  * last thing moved: longer than the gaps between a training step's
  * collectives, short enough that an idle job sleeps within moments. */
 #define OWN_SPIN_NS (2 * TIDE_NS_PER_MS)
+/* ...but it leaves the drive right alone for this long after a caller
+ * drove, if that caller left nothing pending: a loop of small blocking
+ * calls would otherwise find it holding the lock at every call and wait
+ * for it to notice and let go (a turn and a hand-over of the lock's
+ * line each time). */
+#define OWN_GRACE_NS (50 * TIDE_NS_PER_US)
 
 static void wake_arm(struct tide__ctx *ctx)
 {
@@ -495,6 +503,11 @@ static bool leave_to_callers(struct tide__ctx *ctx, struct lookout *look)
         return true;
     }
     uint64_t since = tide__now_ns() - atomic_load(&ctx->last_wait_ns);
+    bool idle = !atomic_load(&ctx->work_pending) && tide__mpsc_empty(&ctx->cmds);
+    if (ctx->place.own && idle && since < OWN_GRACE_NS) {
+        tide__spin_yield(); /* its CPU: nobody else wants it */
+        return true;
+    }
     if (since >= GRACE_NS || !tide__mpsc_empty(&ctx->cmds) || ctx->place.own)
         return false; /* a post with nobody waiting is ours to start */
     nap(ctx, GRACE_NS - since);

@@ -20,7 +20,8 @@
 #       mpi-coll-bench on vader (MB), allreduce, allgather, reduce_scatter,
 #       broadcast, 8 B to 32 KiB by factors of 8 and 256 KiB to 16 MiB by
 #       4, 2, 8 and 16 ranks (the small band at 8 and 16 also with
-#       TIDE_BOARDS=0), both bound: tide-run's default, and mpirun
+#       TIDE_BOARDS=0, and at every size with TIDE_BOARD_DIRECT=0: blocking
+#       calls through a request), both bound: tide-run's default, and mpirun
 #       --map-by slot:PE=2 --bind-to core with two cores a rank (what
 #       tide-run gives: compute and progress thread), --bind-to core with
 #       one, --bind-to none with fewer cores than ranks;
@@ -33,7 +34,10 @@
 #       fully_shard and DDP against one process), 2 ranks, on tide and on
 #       Gloo alike;
 #   (b) Gloo's overlap (gloo_bench.py --overlap) as in (a);
-# Gloo last: it is the slowest, and the first to go if time runs short.
+#   (r) REPEATS - 1 more runs (default REPEATS=1: none) of the bound
+#       busy overlap at each world size of (a) and of the bound FSDP run,
+#       since single points of those moved a lot between runs.
+# Gloo and the repeats last: the first to go if time runs short.
 #
 # Writes under $OUT: summary.txt (the tables, plain text), raw/*.json (the
 # tools' records), log/*.log (each step's output) and progress.log.  Each
@@ -221,11 +225,15 @@ for ((round = 1; round <= rounds; round++)); do
     done
   done
   # The small band again without boards (TIDE_BOARDS=0), where they run:
-  # what they bring at 8 and 16 ranks.
+  # what they bring at 8 and 16 ranks; and with boards but without the
+  # direct path of blocking calls (TIDE_BOARD_DIRECT=0): what it brings.
   read -r b e f iters warm <<<"${perf_bands[0]}"
   for n in "${perf_ranks[@]}"; do
-    ((n > 2)) || continue
     for op in ${all_ops//,/ }; do
+      name=nodirect-tide-$op-n$n-$b-$e-r$round
+      TIDE_BOARD_DIRECT=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf \
+        --op "$op" -b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm" -c 1 --json "$raw/$name.json"
+      ((n > 2)) || continue
       name=noboard-tide-$op-n$n-$b-$e-r$round
       TIDE_BOARDS=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" \
         -b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm" -c 1 --json "$raw/$name.json"
@@ -289,6 +297,19 @@ for n in "${gloo_ranks[@]}"; do
       step "$name" 120 trun -n "$n" $(place_opts $place) -- "$PY" "$PYTOOLS/gloo_bench.py" \
         --overlap --compute "$compute" "${overlap_sweep[@]}" --json "$raw/$name.json"
     done
+  done
+done
+
+# ------------------------------------------ (r) repeats of the noisy ones
+
+for ((k = 2; k <= ${REPEATS:-1}; k++)); do
+  for n in "${overlap_ranks[@]}"; do
+    name=repeat$k-overlap-tide-bound-busy-n$n
+    step "$name" 60 trun -n "$n" -- tide-overlap --op allreduce "${overlap_sweep[@]}" \
+      --compute busy --json "$raw/$name.json"
+  done
+  for n in "${fsdp_ranks[@]}"; do
+    step "repeat$k-fsdp-bound-n$n" 120 trun -n "$n" -- tide-fsdp-train "${fsdp_args[@]}"
   done
 done
 
@@ -412,14 +433,16 @@ section("(a, b) overlap of a nonblocking allreduce with compute, % hidden (OSU m
                "t_pure bound µs", "t_pure unbound µs"], body))
 
 # (c) tide over shared memory against Open MPI's vader, both bound
-tide, ompi, noboard = {}, {}, {}
+tide, ompi, noboard, nodirect = {}, {}, {}, {}
 for path in glob.glob(os.path.join(out, "raw", "perf-*.json")) + \
-        glob.glob(os.path.join(out, "raw", "noboard-*.json")):
+        glob.glob(os.path.join(out, "raw", "no*-*.json")):
     for r in records(os.path.basename(path)):
         if r.get("inplace") or "time_us" not in r or not r.get("bytes"):
             continue
         key = (r["op"], r["ranks"], r["bytes"])
-        into = noboard if os.path.basename(path).startswith("noboard-") else \
+        base = os.path.basename(path)
+        into = noboard if base.startswith("noboard-") else \
+            nodirect if base.startswith("nodirect-") else \
             ompi if r["tool"] == "ompi-sm" else tide
         if key not in into or r["time_us"] < into[key]["time_us"]:
             into[key] = r  # each point's best round
@@ -433,12 +456,14 @@ for key in sorted(set(tide) | set(ompi),
                  num(o["time_us"] / t["time_us"] if t and o else None, "{:.2f}"),
                  num(t and t["busbw_gbps"], "{:.2f}"), num(o and o["busbw_gbps"], "{:.2f}"),
                  (t or {}).get("algo", "n/a"),
-                 num(noboard[key]["time_us"] if key in noboard else None, "{:.2f}")])
+                 num(noboard[key]["time_us"] if key in noboard else None, "{:.2f}"),
+                 num(nodirect[key]["time_us"] if key in nodirect else None, "{:.2f}")])
 section("(c) tide shm (tide-run) against Open MPI vader (mpirun), both bound, float32 sum, "
         "out of place: µs per call, each point's best of the rounds; "
         "x = Open MPI time / tide time",
         table(["op", "ranks", "size", "tide µs", "Open MPI µs", "x Open MPI", "tide busbw GB/s",
-               "Open MPI busbw GB/s", "tide algo", "TIDE_BOARDS=0 µs"], body))
+               "Open MPI busbw GB/s", "tide algo", "TIDE_BOARDS=0 µs",
+               "TIDE_BOARD_DIRECT=0 µs"], body))
 
 # (h) beside or apart
 body = []
@@ -462,6 +487,19 @@ for n in worlds("fsdp-*.json"):
                if l.startswith("[0] ") and not re.match(r"^\[0\] step +\d+ ", l)]
         lines.append(f"-- {place}, {n} ranks:\n" + "\n".join(got or ["(no output)"]))
 section("(d) tide-fsdp-train", "\n".join(lines))
+# (r) the repeats, beside (a)'s and (d)'s first runs
+body, lines = [], []
+for path in sorted(glob.glob(os.path.join(out, "raw", "repeat*-overlap-*.json"))):
+    m = re.match(r"repeat(\d+)-overlap-tide-bound-busy-n(\d+)\.json", os.path.basename(path))
+    for r in records(os.path.basename(path)) if m else []:
+        body.append([m.group(2), m.group(1), size_text(r["bytes"]), num(r["overlap_pct"]),
+                     num(r["t_pure_us"], "{:.0f}")])
+for path in sorted(glob.glob(os.path.join(out, "log", "repeat*-fsdp-*.log"))):
+    name = os.path.basename(path)[:-4]
+    got = [l for l in log_lines(name) if "hidden behind" in l]
+    lines.append(f"{name}: " + (re.sub(r"^\[0\] ", "", got[0]) if got else "(no headline)"))
+section("(r) repeats: bound busy overlap (run k of REPEATS) and FSDP bound",
+        table(["ranks", "run", "size", "bound %", "t_pure µs"], body) + "\n" + "\n".join(lines))
 # (f) the 4 KiB step: time by size, one column per way of running
 cols = ("shm-bound", "shm-unbound", "tcp-bound")
 by = {c: {r["bytes"]: r["time_us"] for r in records(f"step4k-{c}.json") if not r.get("inplace")}
