@@ -177,7 +177,12 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
  * every size from 8 B to 32 KiB: allreduce 16 ranks 8 B 2.9 against
  * 7.6 us, 4 KiB 6.4 against 15.7, 32 KiB 22 against 48; all-gather 8
  * ranks 4 KiB 3.0 against 9.1; broadcast 8 ranks 8-512 B 1.7 against
- * 2.1-3.0 (a tree's three rounds). */
+ * 2.1-3.0 (a tree's three rounds).  There again (2026-11-27), with
+ * blocking calls ending on the caller's thread (board.h, the direct
+ * path), the 2-rank broadcast below 1 KiB took 0.59-0.80 us on boards
+ * against 0.71-1.26 for the tree (4 KiB 1.2-1.3 against 3.0-3.1): boards
+ * at every size on 2 ranks now too.  (Posted and waited, on the 2-core
+ * machine, the tree kept a lead of 0.1-0.5 us at 8 B there.) */
 static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
     int n = comm->size;
@@ -197,7 +202,7 @@ static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, si
     case TIDE_KIND_BROADCAST:
         if (n == 2 && bytes > (32u << 10))
             return NULL; /* from 64 KiB the tree's one message is a single copy */
-        return bytes >= (1u << 10) || n >= 8 ? &tide__algo_board_bcast : NULL;
+        return bytes >= (1u << 10) || n == 2 || n >= 8 ? &tide__algo_board_bcast : NULL;
     default:
         return NULL;
     }
