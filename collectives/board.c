@@ -629,6 +629,8 @@ static bool parts_posted(struct tide__board_op *op, uint64_t patience_ns)
             return true;
         if (yielding)
             tide__spin_yield();
+        else
+            tide__cpu_relax();
         if (i % 16)
             continue; /* the clock costs as much as a look */
         uint64_t now = tide__now_ns();

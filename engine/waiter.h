@@ -22,4 +22,17 @@ void tide__futex_wake(_Atomic uint32_t *word);
  * the system call (under a microsecond). */
 void tide__spin_yield(void);
 
+/* One pass of a tight spin on memory (a flag another core will raise):
+ * tells the core so, which frees its pipelines for an SMT sibling - a
+ * VM may not say which CPUs are siblings - and avoids the pipeline flush
+ * of a mispredicted exit when the flag changes. */
+static inline void tide__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 #endif
