@@ -610,17 +610,22 @@ static void ended_alone(struct tide__board_comm *bc, uint64_t seq)
     atomic_store_explicit(&bc->mine->done, seq, memory_order_release);
 }
 
-/* Wait up to patience_ns for every part we read to be posted.  After
- * DIRECT_SPIN_NS one yield says whether anyone else wants this CPU (the
- * peer we wait for, in a mask we were not told of): if it came back
- * late, yield between looks from then on: a yield is a system call,
- * which a rank with a CPU of its own should not pay at every look, but
- * never yielding, two ranks whose callers shared a CPU spun out their
- * whole patience (here: 74 us a call, against 4-5 yielding). */
+/* Wait up to patience_ns for every part we read to be posted: spinning
+ * with a pause between looks, and from DIRECT_SPIN_NS on yielding
+ * between them where this CPU is wanted too - by our progress thread,
+ * which shares it, or by someone a first yield found (it came back
+ * late: the peer we wait for, in a mask we were not told of).  On the
+ * 16-core host, 8 B at 16 ranks, which share their CPUs with their
+ * progress threads: 2.96 us yielding from 2 us on, 5.6-10 spinning
+ * (the request path 3.7-5.5); at 8 ranks, with CPUs of their own,
+ * spinning did better (2.5-2.9 against the request path's 3.1-3.4).
+ * Two ranks whose callers shared a CPU here spun out their whole
+ * patience without yields: 74 us a call, against 4-5. */
 static bool parts_posted(struct tide__board_op *op, uint64_t patience_ns)
 {
     struct tide__ctx *ctx = op->c.req.ctx;
     uint64_t since = 0;
+    bool shared = ctx->spin_yields || (!ctx->inline_mode && !ctx->place.own);
     bool yielding = ctx->spin_yields, probed = false;
     int peer;
     op->next = 0;
@@ -641,7 +646,7 @@ static bool parts_posted(struct tide__board_op *op, uint64_t patience_ns)
         } else if (now - since >= DIRECT_SPIN_NS && !probed) {
             probed = true;
             tide__spin_yield();
-            yielding = yielding || tide__now_ns() - now > DIRECT_YIELD_TAKEN_NS;
+            yielding = shared || tide__now_ns() - now > DIRECT_YIELD_TAKEN_NS;
         }
     }
 }
