@@ -286,6 +286,12 @@ bool tide__progress_enter(struct tide__ctx *ctx, uint64_t patience_ns, bool *ann
     *announced = false;
     if (ctx->drive != &tide__drive_reactor)
         return false;
+    /* A progress thread on our CPU parks while we are announced; else it
+     * wakes every NAP_NS to find the lock held, on the CPU we wait on. */
+    if (!ctx->inline_mode && !ctx->place.own) {
+        tide__progress_wait_begin(ctx);
+        *announced = true;
+    }
     uint64_t until = 0;
     while (!tide__progress_try_drive(ctx)) {
         if (!*announced) { /* the progress thread lets go at its next turn */
