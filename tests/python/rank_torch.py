@@ -243,16 +243,26 @@ def case_token_kept_out_of_the_store(ctx):
     the job token: with TIDE_JOB_TOKEN it says nothing of it; without,
     it names a file of rank 0's, gone once every rank joined."""
     store = dist.distributed_c10d._get_default_store()
-    # The backend's store is prefixed with the group's name, which torch
-    # versions spell differently.
-    store.set_timeout(datetime.timedelta(seconds=1))
+    # The backend's store is prefixed with the group's name, and on torch
+    # 2 with the device's too ("cpu/"), which torch versions spell
+    # differently: the group's own prefix store first, as torch keeps it.
+    stores = [store]
+    try:
+        stores.insert(0, dist.distributed_c10d._world.pg_map[dist.group.WORLD][1])
+    except (AttributeError, KeyError, IndexError, TypeError):
+        pass
     entry = None
-    for key in ("0/tide/rendezvous", "default_pg/tide/rendezvous", "tide/rendezvous"):
-        try:
-            entry = store.get(key).decode()
+    for s in stores:
+        s.set_timeout(datetime.timedelta(seconds=1))
+        for key in ("tide/rendezvous", "cpu/tide/rendezvous", "0/tide/rendezvous",
+                    "default_pg/tide/rendezvous", "0/cpu/tide/rendezvous"):
+            try:
+                entry = s.get(key).decode()
+                break
+            except RuntimeError:  # not there: a timeout
+                pass
+        if entry:
             break
-        except RuntimeError:  # not there: a timeout
-            pass
     dist.barrier()  # rank 0 holds the store: nobody leaves before all have read
     assert entry, "no rendezvous entry found"
     token = os.environ.get("TIDE_JOB_TOKEN")
