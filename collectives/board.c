@@ -44,6 +44,7 @@ struct tide__board_comm {
     int found;                   /* peers whose board we found */
     bool saw_all;
     uint64_t last_pub;           /* our last publication's sequence */
+    uint64_t all_posted;         /* every peer's `posted` was seen at least this */
     unsigned pubs;               /* publications so far: the next goes to slot pubs % 2 */
     uint64_t last_started;       /* the last board collective started here */
     uint64_t done;               /* what mine->done says */
@@ -293,6 +294,11 @@ static bool gate_ready(struct tide__board_op *op, int *peer)
         *peer = bc->world[bc->me];
         return false;
     }
+    /* Known already when the collective before read every peer's part:
+     * it saw each `posted` at its own sequence, our last publication
+     * (none yet: the loop below first finds the peers' boards). */
+    if (bc->last_pub && bc->all_posted >= bc->last_pub)
+        return true;
     for (; op->next < op->n; op->next++) {
         int q = op->next;
         if (q == op->me)
@@ -329,6 +335,8 @@ static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
             return false;
         }
     }
+    if (word_off == offsetof(struct board, posted) && seq > op->bc->all_posted)
+        op->bc->all_posted = seq;
     return true;
 }
 
@@ -398,7 +406,11 @@ static enum part part_of(struct tide__board_op *op, int q, struct tide__frame *s
 {
     struct board *b = op->bc->peer[q];
     uint64_t seq = op->c.req.seq;
-    for (int k = 0; k < 2; k++) {
+    /* Its slot is most likely the one we published into: the ranks of a
+     * communicator publish once per board collective, alike. */
+    int first = (int)((op->bc->pubs + 1) % 2);
+    for (int t = 0; t < 2; t++) {
+        int k = (first + t) % 2;
         if (load(&b->head[k].seq) != seq)
             continue;
         *sig = b->head[k].sig; /* a copy: it is not ours to trust */
