@@ -644,11 +644,12 @@ static void ended_alone(struct tide__board_comm *bc, uint64_t seq)
  * which shares it, or by someone a first yield found (it came back
  * late: the peer we wait for, in a mask we were not told of).  On the
  * 16-core host, 8 B at 16 ranks, which share their CPUs with their
- * progress threads: 2.96 us yielding from 2 us on, 5.6-10 spinning
- * (the request path 3.7-5.5); at 8 ranks, with CPUs of their own,
- * spinning did better (2.5-2.9 against the request path's 3.1-3.4).
- * Two ranks whose callers shared a CPU here spun out their whole
- * patience without yields: 74 us a call, against 4-5. */
+ * progress threads, spinning took 5.6-10 us and yielding from 2 us on
+ * 2.96-5.1 (the request path 3.2-5.5, docs/compare-2026-11-27-16core.md);
+ * at 8 ranks, with CPUs of their own, spinning did better (2.5-2.9
+ * against the request path's 3.1-3.4).  Two ranks whose callers shared
+ * a CPU here spun out their whole patience without yields: 74 us a
+ * call, against 4-5. */
 static bool parts_posted(struct tide__board_op *op, uint64_t patience_ns)
 {
     struct tide__ctx *ctx = op->c.req.ctx;
