@@ -55,7 +55,7 @@ static void any_step(tide_req *req, tide__msg *m)
         req->source = 1 + (int)(m - op->msg);
         for (tide__msg *c = req->live, *next; c; c = next) {
             next = c->req_next;
-            tide__req_take_back(req, c, 0);
+            tide__req_take_back(req, c, 0, NULL);
         }
     }
     /* Copies the transport could not give back at once complete later. */

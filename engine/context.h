@@ -336,8 +336,9 @@ void tide__req_post(tide_req *req, tide__msg *m);
 /* Reactor: take live message m back from the transport (a receive no
  * longer wanted).  True when it is gone and unlinked from req; false
  * when its completion is still to come (already completed, or the
- * transport still holds its buffer). */
-bool tide__req_take_back(tide_req *req, tide__msg *m, int err);
+ * transport still holds its buffer).  why, if not NULL: req's failure,
+ * which a part (subreq.c) m stands for passes on to its peers. */
+bool tide__req_take_back(tide_req *req, tide__msg *m, int err, const char *why);
 
 /* Reactor: req succeeded (it must hold no live messages). */
 void tide__req_succeed(tide_req *req);
@@ -542,11 +543,11 @@ void tide__part_failed(tide_req *req, tide_req *part);
 /* request.c: start part once every part numbered before it on its
  * communicator has started (at once if they have). */
 void tide__part_admit(tide_req *part);
-/* request.c: part's parent (named parent) fails with err.  true when
- * part had not started: it is the parent's no more (no completion will
- * follow) and starts failing in its turn; false when it runs: it fails,
- * and its completion follows. */
-bool tide__part_withdraw(tide_req *part, int err, const char *parent);
+/* request.c: part's parent (named parent) fails with err, for the
+ * reason why (NULL: none given).  true when part had not started: it is
+ * the parent's no more (no completion will follow) and starts failing in
+ * its turn; false when it runs: it fails, and its completion follows. */
+bool tide__part_withdraw(tide_req *part, int err, const char *parent, const char *why);
 /* Reactor: a part never posted because its parent ended first: start it
  * failing with err and why, so its number counts as failed here. */
 void tide__req_drop_part(tide_req *part, int err, const char *why);

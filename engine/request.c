@@ -250,7 +250,7 @@ static void unlink_msg(tide_req *req, tide__msg *m)
     req->nlive--;
 }
 
-bool tide__req_take_back(tide_req *req, tide__msg *m, int err)
+bool tide__req_take_back(tide_req *req, tide__msg *m, int err, const char *why)
 {
     /* A completed message is already queued for delivery, where it will
      * be unlinked.  A part (subreq.c) fails too, and its completion
@@ -258,7 +258,7 @@ bool tide__req_take_back(tide_req *req, tide__msg *m, int err)
     if (m->completed)
         return false;
     struct tide__transport *tp = req->ctx->tp;
-    bool gone = m->dir == TIDE_MSG_OP ? tide__part_withdraw(m->buf, err, req->opname)
+    bool gone = m->dir == TIDE_MSG_OP ? tide__part_withdraw(m->buf, err, req->opname, why)
                                       : tp->ops->withdraw(tp, m, err) == 0;
     if (gone)
         unlink_msg(req, m);
@@ -346,7 +346,7 @@ void tide__req_fail(tide_req *req, int err, const char *fmt, ...)
     tide__msg *m = req->live;
     while (m) {
         tide__msg *next = m->req_next;
-        tide__req_take_back(req, m, err);
+        tide__req_take_back(req, m, err, detail);
         m = next;
     }
     if (!req->nlive)

@@ -102,15 +102,22 @@ static void fail_on_start(tide_req *part, int err, const char *why)
     snprintf(part->message, sizeof part->message, "%s", why);
 }
 
-bool tide__part_withdraw(tide_req *part, int err, const char *parent)
+bool tide__part_withdraw(tide_req *part, int err, const char *parent, const char *why)
 {
-    char why[160];
-    snprintf(why, sizeof why, "the %s it is part of failed", parent);
+    /* The parent's reason goes along: the part's peers may hear of the
+     * failure from this part first, and "the allreduce it is part of
+     * failed" alone did not tell them what differed (a mismatch across
+     * two hosts, seen here about one run in 50). */
+    char text[300];
+    if (why)
+        snprintf(text, sizeof text, "the %s it is part of failed: %s", parent, why);
+    else
+        snprintf(text, sizeof text, "the %s it is part of failed", parent);
     if (!part->gated) {
-        tide__req_fail(part, err, "%s", why); /* its completion follows */
+        tide__req_fail(part, err, "%s", text); /* its completion follows */
         return false;
     }
-    fail_on_start(part, err, why);
+    fail_on_start(part, err, text);
     part->cb = NULL; /* gone from its parent: it completes to nobody */
     return true;
 }
