@@ -268,6 +268,24 @@ static void perf_forces_an_algorithm(void **state)
     free(r.out);
 }
 
+/* Both forms are timed and checked: the blocking calls (the default,
+ * which on one host may end without a request) and --nonblocking. */
+static void perf_times_either_form(void **state)
+{
+    (void)state;
+    const char *blocking[] = {"-b", "8", "-e", "4K", "-f", "8", "-n", "3", "-w", "1", "-c", "1",
+                              NULL};
+    const char *posted[] = {"-b", "8", "-e", "4K", "-f", "8", "-n", "3", "-w", "1", "-c", "1",
+                            "--nonblocking", NULL};
+    const char *const *forms[] = {blocking, posted};
+    for (int k = 0; k < 2; k++) {
+        struct run r = run_tool("tide-perf", forms[k]);
+        expect_status(&r, 0);
+        assert_non_null(strstr(r.out, "# Out of bounds values : 0 OK"));
+        free(r.out);
+    }
+}
+
 /* ---------------------------------------------------------- tide-overlap */
 
 static void expect_overlap_row(char **f, int n, const void *arg)
@@ -414,6 +432,8 @@ static void every_tool_parses_alike(void **state)
         {"perf: no value", "tide-perf", "-b", 2, "-b needs a value"},
         {"perf: between options", "tide-perf", "-b 1M -e 1K", 2, "-b is larger than -e"},
         {"overlap: the other tool's", "tide-overlap", "-c 1", 2, "-c is a tide-perf option"},
+        {"overlap: a perf flag", "tide-overlap", "--nonblocking", 2,
+         "--nonblocking is a tide-perf option"},
         {"overlap: bad compute", "tide-overlap", "--compute gpu", 2,
          "bad value 'gpu' for --compute (busy or sleep)"},
         {"p2p: bad number", "tide-bench-p2p", "--iters=x", 2, "bad value 'x' for --iters"},
@@ -447,6 +467,7 @@ int main(void)
         cmocka_unit_test(every_tool_parses_alike),
         cmocka_unit_test(perf_checks_every_collective),
         cmocka_unit_test(perf_forces_an_algorithm),
+        cmocka_unit_test(perf_times_either_form),
         cmocka_unit_test(overlap_runs_both_compute_models),
         cmocka_unit_test(bad_arguments_exit_2),
     };
