@@ -622,8 +622,9 @@ void tide__progress_release(struct tide__ctx *ctx);
 
 /* A caller that will run a short operation on its own thread with no
  * request (collectives/board.h, the direct path): take the drive right,
- * announced as a waiter if another thread holds it, waiting up to
- * patience_ns, and start what was posted before (operations start in the
+ * announced as a waiter if another thread holds it or the progress
+ * thread shares this CPU (it parks then), waiting up to patience_ns,
+ * and start what was posted before (operations start in the
  * order they were posted).  False, having taken nothing: another thread
  * kept it, or ctx is not driven by the reactor (a simulated rank).
  * tide__progress_leave gives it back; now: ctx's clock, read already. */
