@@ -90,10 +90,10 @@ void tide__board_describe(const tide_req *req, char *buf, size_t len);
  * place in the active list and the deadline heap, a turn of the reactor,
  * completion, four clock reads (2 ranks on the 2-core machine, 8 bytes:
  * 0.94-1.29 us that way, 0.74-0.83 this way; Open MPI's vader 0.6-0.7).
- * So a blocking call whose
- * collective runs on boards first tries it here, on the caller's thread
- * with the drive right held, as a request would run it: gate, publish,
- * wait a moment (TIDE_SPIN_US at most) for the parts, check and read.
+ * So a blocking call whose collective runs on boards first tries it
+ * here, on the caller's thread with the drive right held, as a request
+ * would run it: gate, publish, wait a moment (20 us, TIDE_SPIN_US at
+ * most) for the parts, check and read.
  * Only when everything is plain does it end here: no board collective
  * of this communicator pending, peers on time, every header as ours.
  * Otherwise it stops where it is and the request takes over from there

@@ -196,9 +196,7 @@ static int make(struct call *k, const struct tide__algo *algo, bool part, tide_r
 static int direct(struct call *k, const struct tide__algo *algo, tide_req **out, bool *taken)
 {
     struct tide__board_op op;
-    /* Zeroed as tide__req_new does: all but the message text. */
-    memset(&op, 0, offsetof(tide_req, message));
-    memset((char *)&op + sizeof op.c.req, 0, sizeof op - sizeof op.c.req);
+    tide__req_clear(&op.c.req, sizeof op);
     op.c.req.comm = k->comm;
     op.c.req.ctx = k->comm->ctx;
     fill(k, algo, &op.c);

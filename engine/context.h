@@ -307,6 +307,10 @@ static inline bool tide__req_is_done(const tide_req *req)
 /* Allocate a request of `size` bytes (>= sizeof(tide_req)) for comm,
  * zeroed, with both references held.  NULL when out of memory. */
 tide_req *tide__req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t size);
+/* Zero a request of `size` bytes as tide__req_new does (all but the
+ * message text, whose first byte only): also for one on a caller's
+ * stack that never reaches the reactor (collectives/board.h). */
+void tide__req_clear(tide_req *req, size_t size);
 
 /* Hand req to the reactor (any thread); bytes: what the call moves, for
  * the choice of who starts it (request.c).  Takes effect at once in

@@ -35,6 +35,16 @@ static void expire_timer(struct tide__timer *t)
     tide__req_expire(container_of(t, tide_req, timer));
 }
 
+void tide__req_clear(tide_req *req, size_t size)
+{
+    /* Zero all but the message text, which only its first byte needs
+     * (512 bytes of memset were a tenth of a small collective's cost). */
+    memset(req, 0, offsetof(tide_req, message));
+    req->message[0] = '\0';
+    if (size > sizeof *req)
+        memset((char *)req + sizeof *req, 0, size - sizeof *req);
+}
+
 tide_req *tide__req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t size)
 {
     struct tide__ctx *ctx = comm->ctx;
@@ -52,12 +62,7 @@ tide_req *tide__req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t 
         req = malloc(cls < TIDE_POOL_CLASSES ? (size_t)(cls + 1) * POOL_GRAIN : size);
     if (!req)
         return NULL;
-    /* Zero all but the message text, which only its first byte needs
-     * (512 bytes of memset were a tenth of a small collective's cost). */
-    memset(req, 0, offsetof(tide_req, message));
-    req->message[0] = '\0';
-    if (size > sizeof *req)
-        memset((char *)req + sizeof *req, 0, size - sizeof *req);
+    tide__req_clear(req, size);
     atomic_fetch_add(&ctx->refs, 1);
     atomic_init(&req->state, TIDE_REQ_PENDING);
     atomic_init(&req->refs, 2);
