@@ -44,6 +44,10 @@ struct tide__board_comm {
     int found;                   /* peers whose board we found */
     bool saw_all;
     uint64_t last_pub;           /* our last publication's sequence */
+    uint64_t unread;             /* last_pub, when we read no part of it: the
+                                    peers' headers are still to be checked
+                                    (check_unread); 0: none */
+    struct tide__frame unread_sig; /* its signature */
     uint64_t all_posted;         /* every peer's `posted` was seen at least this */
     unsigned pubs;               /* publications so far: the next goes to slot pubs % 2 */
     uint64_t last_started;       /* the last board collective started here */
@@ -220,6 +224,8 @@ static struct tide__board_comm *comm_board_new(tide_comm *comm)
     return bc;
 }
 
+static void comm_board_check(tide_comm *comm);
+
 /* comm's board, claimed now if it has none.  NULL, with the request
  * failed, if there is none to be had. */
 static struct tide__board_comm *board_of(tide_req *req)
@@ -256,6 +262,7 @@ static struct tide__board_comm *board_of(tide_req *req)
     bc->peer[bc->me] = bc->mine;
     comm->board = bc;
     comm->board_free = comm_board_free;
+    comm->board_check = comm_board_check;
     /* A peer at its first gate waits for our board to appear: tell it
      * (a transport that looks only when told would not notice before
      * our first publication, and would name the wrong rank meanwhile). */
@@ -287,6 +294,82 @@ static struct board *peer_board(struct tide__board_comm *bc, int q)
     return bc->peer[q];
 }
 
+/* ---- what a rank that read nothing checks after the fact (board.h) ---- */
+
+/* The slot of board b whose header says seq, or -1.  It is most likely
+ * the one we published seq into: the ranks of a communicator publish
+ * once per board collective, alike.  *sig gets its signature, a copy:
+ * it is not ours to trust. */
+static int slot_of(struct tide__board_comm *bc, struct board *b, uint64_t seq,
+                   struct tide__frame *sig)
+{
+    int first = (int)((bc->pubs + 1) % 2);
+    for (int t = 0; t < 2; t++) {
+        int k = (first + t) % 2;
+        if (load(&b->head[k].seq) == seq) {
+            *sig = b->head[k].sig;
+            return k;
+        }
+    }
+    return -1;
+}
+
+/* Peer q's header of our unread publication differs from ours (theirs),
+ * or it has none (NULL): tell the program at its next call, and the
+ * peers, as async_error.c does for a mismatch found late. */
+static void report_unread(struct tide__board_comm *bc, tide_comm *comm, int q,
+                          const struct tide__frame *theirs)
+{
+    struct tide__ctx *ctx = bc->ctx;
+    unsigned long long seq = bc->unread;
+    char mine[128], other[128], text[300];
+    tide__describe_signature(ctx, &bc->unread_sig, mine, sizeof mine);
+    if (theirs) {
+        tide__describe_signature(ctx, theirs, other, sizeof other);
+        snprintf(text, sizeof text, "rank %d called %s; rank %d called %s", bc->world[q], other,
+                 ctx->rank, mine);
+    } else {
+        snprintf(text, sizeof text, "rank %d went past collective %llu without publishing its "
+                 "part of it; rank %d called %s", bc->world[q], seq, ctx->rank, mine);
+    }
+    tide__poison_comm(ctx, comm, seq, TIDE_EMISMATCH, 0, text);
+    tide__async_error_record(comm, seq, TIDE_EMISMATCH, "collective %llu had succeeded here, "
+                             "but %s", seq, text);
+}
+
+/* Once every peer has posted our unread publication or later, compare
+ * their headers of it with ours (one report at most).  A peer's header
+ * of it stays until that peer's next-but-one publication, which waits
+ * for our next one (the gate).  false: some peer has not posted it. */
+static bool check_unread(struct tide__board_comm *bc, tide_comm *comm)
+{
+    for (int q = 0; q < bc->n; q++)
+        if (q != bc->me && load(&bc->peer[q]->posted) < bc->unread)
+            return false;
+    for (int q = 0; q < bc->n; q++) {
+        struct tide__frame theirs;
+        /* A peer that freed the communicator since is past it. */
+        if (q == bc->me || load(bc->peer_key[q]) != bc->key)
+            continue;
+        bool found = slot_of(bc, bc->peer[q], bc->unread, &theirs) >= 0;
+        if (load(bc->peer_key[q]) != bc->key ||
+            (found && tide__frame_same_signature(&bc->unread_sig, &theirs)))
+            continue;
+        report_unread(bc, comm, q, found ? &theirs : NULL);
+        break;
+    }
+    bc->unread = 0;
+    return true;
+}
+
+/* tide_comm_async_error, with the drive right: a program may poll for
+ * news of its last broadcast instead of calling another collective. */
+static void comm_board_check(tide_comm *comm)
+{
+    if (comm->board && comm->board->unread)
+        check_unread(comm->board, comm);
+}
+
 static bool gate_ready(struct tide__board_op *op, int *peer)
 {
     struct tide__board_comm *bc = op->bc;
@@ -309,19 +392,24 @@ static bool gate_ready(struct tide__board_op *op, int *peer)
             return false;
         }
     }
+    if (bc->unread) /* every peer posted it: this cannot wait */
+        check_unread(bc, op->c.req.comm);
     return true;
 }
 
-static bool reads_root_only(const struct tide__board_op *op)
+static enum tide__board_reads reads_of(const struct tide__board_op *op)
 {
-    return op->algo->root_only && op->algo->root_only(op);
+    return op->algo->reads ? op->algo->reads(op) : TIDE__READS_ALL;
 }
 
 /* Every rank we read shows `word` >= our sequence. */
 static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
 {
     uint64_t seq = op->c.req.seq;
-    if (reads_root_only(op)) {
+    enum tide__board_reads reads = reads_of(op);
+    if (reads == TIDE__READS_NONE)
+        return true;
+    if (reads == TIDE__READS_ROOT) {
         int r = op->c.root;
         _Atomic uint64_t *w = (_Atomic uint64_t *)((uint8_t *)op->bc->peer[r] + word_off);
         *peer = op->bc->world[r];
@@ -392,6 +480,8 @@ static void publish(struct tide__board_op *op)
     atomic_store_explicit(&b->posted, seq, memory_order_release);
     bc->pubs++;
     bc->last_pub = seq;
+    bc->unread = reads_of(op) == TIDE__READS_NONE ? seq : 0;
+    bc->unread_sig = op->c.req.sig;
     op->parts[op->me] = op->mine;
     struct tide__transport *tp = op->c.req.ctx->tp;
     tp->ops->board_raise(tp, bc->others, bc->n - 1);
@@ -404,27 +494,18 @@ enum part { PART_OK, PART_MISMATCH, PART_GONE, PART_SKIPPED };
  * board must still be this communicator's. */
 static enum part part_of(struct tide__board_op *op, int q, struct tide__frame *sig)
 {
-    struct board *b = op->bc->peer[q];
-    uint64_t seq = op->c.req.seq;
-    /* Its slot is most likely the one we published into: the ranks of a
-     * communicator publish once per board collective, alike. */
-    int first = (int)((op->bc->pubs + 1) % 2);
-    for (int t = 0; t < 2; t++) {
-        int k = (first + t) % 2;
-        if (load(&b->head[k].seq) != seq)
-            continue;
-        *sig = b->head[k].sig; /* a copy: it is not ours to trust */
-        if (!tide__frame_same_signature(&op->c.req.sig, sig))
-            return PART_MISMATCH;
-        /* A peer that freed the communicator (a misuse: we call a
-         * collective it never will) may have given the board to
-         * another, whose part this is not. */
-        if (load(op->bc->peer_key[q]) != op->bc->key)
-            return PART_GONE;
-        op->parts[q] = b->data[k];
-        return PART_OK;
-    }
-    return PART_SKIPPED;
+    int k = slot_of(op->bc, op->bc->peer[q], op->c.req.seq, sig);
+    if (k < 0)
+        return PART_SKIPPED;
+    if (!tide__frame_same_signature(&op->c.req.sig, sig))
+        return PART_MISMATCH;
+    /* A peer that freed the communicator (a misuse: we call a collective
+     * it never will) may have given the board to another, whose part
+     * this is not. */
+    if (load(op->bc->peer_key[q]) != op->bc->key)
+        return PART_GONE;
+    op->parts[q] = op->bc->peer[q]->data[k];
+    return PART_OK;
 }
 
 /* Peer q's part, or the request fails (or waits for q's account of a
@@ -457,7 +538,10 @@ static bool take_part(struct tide__board_op *op, int q)
 static void prefetch_parts(const struct tide__board_op *op)
 {
     int slot = (int)((op->bc->pubs + 1) % 2); /* part_of's first guess */
-    if (reads_root_only(op)) {
+    enum tide__board_reads reads = reads_of(op);
+    if (reads == TIDE__READS_NONE)
+        return;
+    if (reads == TIDE__READS_ROOT) {
         __builtin_prefetch(op->bc->peer[op->c.root]->data[slot]);
         return;
     }
@@ -469,8 +553,9 @@ static void prefetch_parts(const struct tide__board_op *op)
 static bool take_parts(struct tide__board_op *op)
 {
     prefetch_parts(op);
-    if (reads_root_only(op))
-        return take_part(op, op->c.root);
+    enum tide__board_reads reads = reads_of(op);
+    if (reads != TIDE__READS_ALL)
+        return reads == TIDE__READS_NONE || take_part(op, op->c.root);
     for (int q = 0; q < op->n; q++)
         if (q != op->me && !take_part(op, q))
             return false;
@@ -638,9 +723,14 @@ static void ended_alone(struct tide__board_comm *bc, uint64_t seq)
     atomic_store_explicit(&bc->mine->done, seq, memory_order_release);
 }
 
-/* Wait up to patience_ns for every part we read to be posted: spinning
- * with a pause between looks, and from DIRECT_SPIN_NS on yielding
- * between them where this CPU is wanted too - by our progress thread,
+static bool parts_ready(struct tide__board_op *op, int *peer)
+{
+    return flags_ready(op, offsetof(struct board, posted), peer);
+}
+
+/* Wait up to patience_ns for cond (the gate, or every part we read
+ * posted): spinning with a pause between looks, and from DIRECT_SPIN_NS
+ * on yielding between them where this CPU is wanted too - by our progress thread,
  * which shares it, or by someone a first yield found (it came back
  * late: the peer we wait for, in a mask we were not told of).  On the
  * 16-core host, 8 B at 16 ranks, which share their CPUs with their
@@ -650,7 +740,8 @@ static void ended_alone(struct tide__board_comm *bc, uint64_t seq)
  * against the request path's 3.1-3.4).  Two ranks whose callers shared
  * a CPU here spun out their whole patience without yields: 74 us a
  * call, against 4-5. */
-static bool parts_posted(struct tide__board_op *op, uint64_t patience_ns)
+static bool await(struct tide__board_op *op, bool (*cond)(struct tide__board_op *op, int *peer),
+                  uint64_t patience_ns)
 {
     struct tide__ctx *ctx = op->c.req.ctx;
     uint64_t since = 0;
@@ -659,7 +750,7 @@ static bool parts_posted(struct tide__board_op *op, uint64_t patience_ns)
     int peer;
     op->next = 0;
     for (unsigned i = 1;; i++) {
-        if (flags_ready(op, offsetof(struct board, posted), &peer))
+        if (cond(op, &peer))
             return true;
         if (yielding)
             tide__spin_yield();
@@ -685,8 +776,9 @@ static bool parts_plain(struct tide__board_op *op)
 {
     struct tide__frame sig;
     prefetch_parts(op);
-    if (reads_root_only(op))
-        return part_of(op, op->c.root, &sig) == PART_OK;
+    enum tide__board_reads reads = reads_of(op);
+    if (reads != TIDE__READS_ALL)
+        return reads == TIDE__READS_NONE || part_of(op, op->c.root, &sig) == PART_OK;
     for (int q = 0; q < op->n; q++)
         if (q != op->me && part_of(op, q, &sig) != PART_OK)
             return false;
@@ -701,7 +793,6 @@ static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
     tide_comm *comm = c->req.comm;
     struct tide__ctx *ctx = c->req.ctx;
     struct tide__board_comm *bc = comm->board;
-    int peer;
     if (!bc || bc->first || comm->gated || ctx->broken || atomic_load(&comm->revoked) ||
         atomic_load(&comm->late_err))
         return TIDE__DIRECT_DECLINED;
@@ -709,14 +800,20 @@ static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
         return TIDE__DIRECT_DECLINED;
     op->bc = bc;
     op->prev = bc->last_started;
-    if (!gate_ready(op, &peer))
+    /* A broadcast's root, which does not wait for its readers, often
+     * finds the gate shut for a moment: the readers are still reading
+     * its last one. */
+    if (!await(op, gate_ready, patience(ctx)))
         return TIDE__DIRECT_DECLINED;
+    if (atomic_load(&comm->late_err))
+        return TIDE__DIRECT_DECLINED; /* the gate found our last broadcast mismatched:
+                                         this call reports it (async_error.c) */
     uint64_t seq = atomic_fetch_add(&comm->next_seq, 1);
     c->req.seq = seq;
     if (tide__notes_waiting(ctx, comm, seq))
         return TIDE__DIRECT_NUMBERED; /* a peer's word on it came first */
     publish(op);
-    if (!parts_posted(op, patience(ctx)) || !parts_plain(op))
+    if (!await(op, parts_ready, patience(ctx)) || !parts_plain(op))
         return TIDE__DIRECT_PUBLISHED;
     op->algo->read(op);
     ended_alone(bc, seq);

@@ -1,9 +1,10 @@
 /* board_bcast.c - broadcast on boards (board.h): the root publishes the
- * vector, the others a header only.  A reader waits for the root's flag
- * and copies; the root waits for every reader's header, which tells it
- * they all called the same broadcast (two ranks that both think they are
- * the root would otherwise both return at once), and that the slot it
- * keeps until its next-but-one publication is the only copy they need. */
+ * vector, the others a header only.  A reader waits for the root's flag,
+ * checks its header and copies.  The root reads nothing and ends once
+ * published (the slot it keeps until its next-but-one publication is
+ * the only copy its readers need); whether they all called the same
+ * broadcast - two ranks that both think they are the root never read
+ * each other - is checked after the fact (board.h, "unread"). */
 #include "collectives/board.h"
 
 static bool is_root(const struct tide__board_op *op)
@@ -17,9 +18,9 @@ static size_t root_data(struct tide__board_op *op, const void **src)
     return is_root(op) ? op->c.count * op->c.esize : 0;
 }
 
-static bool reader(const struct tide__board_op *op)
+static enum tide__board_reads reads(const struct tide__board_op *op)
 {
-    return !is_root(op);
+    return is_root(op) ? TIDE__READS_NONE : TIDE__READS_ROOT;
 }
 
 static bool copy_out(struct tide__board_op *op)
@@ -30,7 +31,7 @@ static bool copy_out(struct tide__board_op *op)
     return true;
 }
 
-static const struct tide__board_algo hooks = {root_data, reader, copy_out, NULL};
+static const struct tide__board_algo hooks = {root_data, reads, copy_out, NULL};
 
 static void start(tide_req *req)
 {

@@ -81,6 +81,13 @@ int tide_comm_async_error(tide_comm *comm, const char **message)
      * posted receive waits on), and a report comes on an idle one. */
     if (!atomic_load(&comm->late_err))
         ctx->drive->poke(ctx, 1);
+    /* A broadcast's root on boards checks its readers' headers at its
+     * next board collective: here, for a program that polls instead. */
+    if (!atomic_load(&comm->late_err) && tide__progress_try_drive(ctx)) {
+        if (comm->board_check)
+            comm->board_check(comm);
+        tide__progress_release(ctx);
+    }
     int err = atomic_load(&comm->late_err);
     if (err && message)
         *message = comm->late_text;

@@ -198,6 +198,9 @@ struct tide_comm {
      * (any thread). */
     struct tide__board_comm *board;
     void (*board_free)(tide_comm *comm);
+    /* Drive right: check what its last board collective left unread
+     * (board.h), for tide_comm_async_error. */
+    void (*board_check)(tide_comm *comm);
     struct tide__recorder *rec; /* reactor: its last collectives (recorder.c), made
                                    at its first; NULL until then or if memory ran out */
 };

@@ -5,7 +5,9 @@
  * boards, a rank killed while its peers wait on its flag, a late rank,
  * mismatched calls between two boards and between a board and a
  * message algorithm, the direct path of blocking calls and its
- * hand-overs, and 16 ranks (oversubscribed here). */
+ * hand-overs, a broadcast's root that ends once published (running
+ * ahead of its readers; mismatched roots told late), and 16 ranks
+ * (oversubscribed here). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -453,6 +455,121 @@ static void direct_path_and_its_hand_overs(void **state)
     assert_int_equal(run_on_shm(4, 20, direct_body, NULL), 0);
 }
 
+/* ---- a broadcast's root ends once published (board.h, "unread") ---- */
+
+/* Root 0 broadcasts back to back, changing its buffer the moment each
+ * call returns (so a reader that copied late from anything but the
+ * root's slot would see the next value), with a moving root and a
+ * message collective now and then: every reader gets every value. */
+static void runs_ahead_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    static float big_in[40000], big_out[40000];
+    setenv("TIDE_ALGO_BROADCAST", "board", 1);
+    for (int k = 0; k < 3000; k++) {
+        int root = k % 97 == 0 ? k % n : 0;
+        int count = 1 + k % 64;
+        int32_t buf[64];
+        for (int i = 0; i < count; i++)
+            buf[i] = r == root ? k * 100 + i : -1;
+        EXPECT_OK(tide_broadcast(world, buf, (size_t)count, TIDE_INT32, root));
+        for (int i = 0; i < count; i++) {
+            if (r == root)
+                buf[i] = -2; /* the readers must not see this */
+            else
+                EXPECT(buf[i] == k * 100 + i, "broadcast %d [%d]: %d", k, i, buf[i]);
+        }
+        if (k % 500 == 250)
+            EXPECT_OK(tide_allreduce(world, big_in, big_out, 40000, TIDE_FLOAT32, TIDE_SUM));
+    }
+    unsetenv("TIDE_ALGO_BROADCAST");
+    const char *late = "";
+    EXPECT(tide_comm_async_error(world, &late) == 0, "a late report: %s", late);
+}
+
+static void broadcast_root_runs_ahead(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm(2, 20, runs_ahead_body, NULL), 0);
+    assert_int_equal(run_on_shm_with(2, 20, TIDE_PROGRESS_INLINE, runs_ahead_body, NULL), 0);
+    assert_int_equal(run_on_shm(3, 20, runs_ahead_body, NULL), 0);
+}
+
+/* Every rank broadcasts from itself, so none reads: each root checks
+ * the others' headers at its next board collective, whose call (or
+ * the one after, if a request ran that gate) reports the mismatch as
+ * a late error; the calls stay paired and right. */
+static void roots_next_call_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    float v[16] = {0};
+    setenv("TIDE_ALGO_BROADCAST", "board", 1);
+    EXPECT_OK(tide_broadcast(world, v, 16, TIDE_FLOAT32, r));
+    unsetenv("TIDE_ALGO_BROADCAST");
+    int reported = 0;
+    for (int k = 0; k < 2; k++) {
+        int32_t in = r + 1, out = 0;
+        int rc = tide_allreduce(world, &in, &out, 1, TIDE_INT32, TIDE_SUM);
+        if (rc == TIDE_EMISMATCH) {
+            reported++;
+            continue;
+        }
+        EXPECT_OK(rc);
+        EXPECT(out == n * (n + 1) / 2, "call %d after the broadcast gave %d", k, out);
+    }
+    EXPECT(reported == 1, "the mismatch was reported %d times in two calls", reported);
+    EXPECT(tide_comm_async_error(world, NULL) == 0, "a report is still held");
+    EXPECT_OK(tide_barrier(world));
+}
+
+/* Ranks 0 and 1 each think they are the root, rank 2 reads root 0's:
+ * the roots' calls succeed, and polling tells them, naming the other
+ * call; the next call reports it and clears it.  Rank 2's call fails
+ * if the roots' news reaches it first, else it is told alike. */
+static void two_roots_poll_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world);
+    float v[16] = {0};
+    setenv("TIDE_ALGO_BROADCAST", "board", 1);
+    int rc = tide_broadcast(world, v, 16, TIDE_FLOAT32, r == 1 ? 1 : 0);
+    unsetenv("TIDE_ALGO_BROADCAST");
+    EXPECT(rc == 0 || (r == 2 && rc == TIDE_EMISMATCH), "the broadcast: %s", tide_err_name(rc));
+    int32_t in = 1, out = 0;
+    if (rc) {
+        EXPECT_OK(tide_allreduce(world, &in, &out, 1, TIDE_INT32, TIDE_SUM));
+        EXPECT(out == 3, "after the failure: %d", out);
+        return;
+    }
+    const char *msg = "";
+    int err = 0;
+    double t0 = now_s();
+    while (!(err = tide_comm_async_error(world, &msg)) && now_s() - t0 < 5.0)
+        ;
+    EXPECT(err == TIDE_EMISMATCH, "no late report within 5 s (got %s)", tide_err_name(err));
+    EXPECT(strstr(msg, r == 1 ? "from root 0" : "from root 1"), "the report: %s", msg);
+    tide_req *req = NULL;
+    EXPECT_OK(tide_ibarrier(world, &req));
+    EXPECT(tide_wait(req, 5000) == TIDE_EMISMATCH, "the next call: %s", tide_req_message(req));
+    EXPECT(strstr(tide_req_message(req), "had succeeded here"), "its message: %s",
+           tide_req_message(req));
+    tide_req_free(req);
+    EXPECT_OK(tide_allreduce(world, &in, &out, 1, TIDE_INT32, TIDE_SUM));
+    EXPECT(out == 3, "after the report: %d", out);
+}
+
+static void broadcast_roots_learn_late(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm(2, 10, roots_next_call_body, NULL), 0);
+    assert_int_equal(run_on_shm_with(2, 10, TIDE_PROGRESS_INLINE, roots_next_call_body, NULL), 0);
+    assert_int_equal(run_on_shm(3, 10, roots_next_call_body, NULL), 0);
+    assert_int_equal(run_on_shm(3, 10, two_roots_poll_body, NULL), 0);
+    assert_int_equal(run_on_shm_with(3, 10, TIDE_PROGRESS_INLINE, two_roots_poll_body, NULL), 0);
+}
+
 /* ---- 16 ranks ---- */
 
 static void sixteen_body(tide_comm *world, void *arg)
@@ -496,6 +613,8 @@ int main(void)
         cmocka_unit_test(mismatch_between_boards),
         cmocka_unit_test(mismatch_board_against_messages),
         cmocka_unit_test(direct_path_and_its_hand_overs),
+        cmocka_unit_test(broadcast_root_runs_ahead),
+        cmocka_unit_test(broadcast_roots_learn_late),
         cmocka_unit_test(sixteen_ranks),
     };
     return cmocka_run_group_tests_name("board collectives over shared memory", tests, NULL, NULL);
