@@ -165,8 +165,8 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
  *                4 ranks 4 KiB 5.6 against 17.8;
  *   reduce-scatter  2 ranks 8 B 1.1 against 1.9; 4 ranks 4 KiB 6.9
  *                against 24.9, 32 KiB 14.7 against 28.4;
- *   broadcast    2 ranks 8 B 1.2-1.4 against 1.2 (the root waits for
- *                every reader's header; the tree's root waits for
+ *   broadcast    2 ranks 8 B 1.2-1.4 against 1.2 (the root waited for
+ *                every reader's header then; the tree's root waits for
  *                nothing), 4 KiB 1.8 against 3.5, 32 KiB 4.7 against
  *                3.6; 4 ranks 8 B 5.2-6.5 against 3.6-4.4, 4 KiB 5.9
  *                against 10.1, 32 KiB 12.5 against 27.0.  So from 1 KiB
