@@ -402,6 +402,24 @@ static enum tide__board_reads reads_of(const struct tide__board_op *op)
     return op->algo->reads ? op->algo->reads(op) : TIDE__READS_ALL;
 }
 
+/* Whether peer q's board shows `word` >= seq.  For `posted` the header
+ * of the slot seq most likely went to (part_of's guess) is looked at
+ * first: a reader that sees its part there has the header and a tiny
+ * part in the same crossing (engine/board.h), where `posted` took one
+ * crossing and the header another.  A few percent on 2 ranks here, 8 B
+ * all-reduce, blocking: 0.61-0.86 us (median 0.645) against 0.63-0.82
+ * (0.685) in 8 interleaved runs; a line crossing between these two
+ * cores costs about 200 ns.  `posted` covers the other slot, and a peer
+ * that went past seq without publishing. */
+static bool shows(const struct tide__board_op *op, int q, size_t word_off, uint64_t seq)
+{
+    struct board *b = op->bc->peer[q];
+    if (word_off == offsetof(struct board, posted) &&
+        load(&b->head[(op->bc->pubs + 1) % 2].seq) == seq)
+        return true;
+    return load((_Atomic uint64_t *)((uint8_t *)b + word_off)) >= seq;
+}
+
 /* Every rank we read shows `word` >= our sequence. */
 static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
 {
@@ -410,15 +428,12 @@ static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
     if (reads == TIDE__READS_NONE)
         return true;
     if (reads == TIDE__READS_ROOT) {
-        int r = op->c.root;
-        _Atomic uint64_t *w = (_Atomic uint64_t *)((uint8_t *)op->bc->peer[r] + word_off);
-        *peer = op->bc->world[r];
-        return load(w) >= seq;
+        *peer = op->bc->world[op->c.root];
+        return shows(op, op->c.root, word_off, seq);
     }
     for (; op->next < op->n; op->next++) {
         int q = op->next;
-        _Atomic uint64_t *w = (_Atomic uint64_t *)((uint8_t *)op->bc->peer[q] + word_off);
-        if (q != op->me && load(w) < seq) {
+        if (q != op->me && !shows(op, q, word_off, seq)) {
             *peer = op->bc->world[q];
             return false;
         }
@@ -472,10 +487,12 @@ static void publish(struct tide__board_op *op)
     int slot = (int)(bc->pubs % 2);
     const void *src = NULL;
     size_t bytes = op->algo->part(op, &src);
-    op->mine = b->data[slot];
+    bool tiny = bytes && bytes <= BOARD_TINY;
+    op->mine = tiny ? b->head[slot].tiny : b->data[slot];
     if (bytes)
         tide__coll_copy(&op->c, op->mine, src, bytes);
     b->head[slot].sig = op->c.req.sig;
+    b->head[slot].sig.len = tiny ? bytes : 0;
     atomic_store_explicit(&b->head[slot].seq, seq, memory_order_release);
     atomic_store_explicit(&b->posted, seq, memory_order_release);
     bc->pubs++;
@@ -504,7 +521,8 @@ static enum part part_of(struct tide__board_op *op, int q, struct tide__frame *s
      * this is not. */
     if (load(op->bc->peer_key[q]) != op->bc->key)
         return PART_GONE;
-    op->parts[q] = op->bc->peer[q]->data[k];
+    struct board *b = op->bc->peer[q];
+    op->parts[q] = sig->len ? b->head[k].tiny : b->data[k];
     return PART_OK;
 }
 

@@ -16,6 +16,12 @@
  *   +512   slot 0 header (struct board_slot_head), +640 slot 1 header
  *   +1024  slot 0 data (BOARD_SLOT bytes), then slot 1 data
  *
+ * A part of BOARD_TINY bytes or fewer goes into its header's first
+ * cache line, beside the sequence and signature (sig.len says so), not
+ * into the slot's data: a reader watching that line then has all of it
+ * in one crossing between cores, where the data line would take a
+ * second (2 ranks, 8 B all-reduce here: see collectives/board.c).
+ *
  * The words sit 128 bytes apart because adjacent-line prefetchers fetch
  * cache lines in pairs: a word a peer spins on shares no pair with one
  * we store to.  Every word holds a collective's sequence number (they
@@ -37,10 +43,15 @@
 #define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT) /* keeps every board 1 KiB-aligned */
 #define BOARD_AREA_BYTES (BOARD_DIR_BYTES + (size_t)BOARD_COUNT * BOARD_STRIDE)
 
+#define BOARD_TINY 8
+
 struct board_slot_head {
     _Atomic uint64_t seq;   /* the collective whose part the slot holds */
-    struct tide__frame sig; /* its signature, as the publisher called it */
-    uint8_t pad[128 - 8 - sizeof(struct tide__frame)];
+    struct tide__frame sig; /* its signature, as the publisher called it;
+                               len: bytes of the part held in tiny (0: in
+                               the slot's data) */
+    uint8_t tiny[BOARD_TINY];
+    uint8_t pad[128 - 8 - sizeof(struct tide__frame) - BOARD_TINY];
 };
 
 struct board {
@@ -56,6 +67,8 @@ struct board {
 };
 
 _Static_assert(sizeof(struct board) == BOARD_STRIDE, "board layout");
+_Static_assert(offsetof(struct board_slot_head, tiny) + BOARD_TINY <= 64,
+               "a tiny part shares its header's first cache line");
 _Static_assert(BOARD_COUNT * sizeof(uint64_t) <= BOARD_DIR_BYTES, "board directory");
 
 static inline _Atomic uint64_t *board_dir(uint8_t *area)
