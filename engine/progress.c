@@ -261,11 +261,17 @@ void tide__progress_wait_begin(struct tide__ctx *ctx)
     atomic_fetch_add(&ctx->waiters, 1);
 }
 
-void tide__progress_wait_end(struct tide__ctx *ctx)
+/* The wait ended at now: the progress thread's grace counts from it. */
+static void wait_end_at(struct tide__ctx *ctx, uint64_t now)
 {
-    atomic_store(&ctx->last_wait_ns, tide__now_ns());
+    atomic_store(&ctx->last_wait_ns, now);
     if (atomic_fetch_sub(&ctx->waiters, 1) == 1 && atomic_load(&ctx->work_pending))
         tide__futex_wake(&ctx->waiters);
+}
+
+void tide__progress_wait_end(struct tide__ctx *ctx)
+{
+    wait_end_at(ctx, tide__now_ns());
 }
 
 void tide__progress_post(struct tide__ctx *ctx, struct tide__cmd *cmd, bool here)
@@ -315,10 +321,12 @@ bool tide__progress_enter(struct tide__ctx *ctx, uint64_t patience_ns, bool *ann
 void tide__progress_leave(struct tide__ctx *ctx, bool announced, uint64_t now)
 {
     tide__progress_release(ctx);
+    /* As a wait's end (see GRACE_NS), at the time the caller read: a
+     * clock read costs 30-45 ns in a VM, 4 % of a 2-rank 8 B call. */
     if (announced)
-        tide__progress_wait_end(ctx);
+        wait_end_at(ctx, now);
     else if (!ctx->inline_mode)
-        atomic_store(&ctx->last_wait_ns, now); /* as a wait's end: see GRACE_NS */
+        atomic_store(&ctx->last_wait_ns, now);
 }
 
 /* Spinning past TIDE_SPIN_US pays while nobody else wants this CPU (the
