@@ -402,6 +402,19 @@ static enum tide__board_reads reads_of(const struct tide__board_op *op)
     return op->algo->reads ? op->algo->reads(op) : TIDE__READS_ALL;
 }
 
+/* The first rank from q on whose part we read (reads: reads_of(op)), or
+ * op->n if none: every peer's, the root's only, or none.  The loops
+ * over the parts go `for (q = next_read(op, r, 0); q < op->n; q =
+ * next_read(op, r, q + 1))`. */
+static int next_read(const struct tide__board_op *op, enum tide__board_reads reads, int q)
+{
+    if (reads == TIDE__READS_NONE)
+        return op->n;
+    if (reads == TIDE__READS_ROOT)
+        return q <= op->c.root ? op->c.root : op->n;
+    return q == op->me ? q + 1 : q;
+}
+
 /* Whether peer q's board shows `word` >= seq.  For `posted` the header
  * of the slot seq most likely went to (part_of's guess) is looked at
  * first: a reader that sees its part there has the header and a tiny
@@ -425,20 +438,16 @@ static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
 {
     uint64_t seq = op->c.req.seq;
     enum tide__board_reads reads = reads_of(op);
-    if (reads == TIDE__READS_NONE)
-        return true;
-    if (reads == TIDE__READS_ROOT) {
-        *peer = op->bc->world[op->c.root];
-        return shows(op, op->c.root, word_off, seq);
-    }
-    for (; op->next < op->n; op->next++) {
-        int q = op->next;
-        if (q != op->me && !shows(op, q, word_off, seq)) {
+    for (int q = next_read(op, reads, op->next); q < op->n; q = next_read(op, reads, q + 1)) {
+        op->next = q; /* the next look starts here */
+        if (!shows(op, q, word_off, seq)) {
             *peer = op->bc->world[q];
             return false;
         }
     }
-    if (word_off == offsetof(struct board, posted) && seq > op->bc->all_posted)
+    op->next = op->n;
+    if (reads == TIDE__READS_ALL && word_off == offsetof(struct board, posted) &&
+        seq > op->bc->all_posted)
         op->bc->all_posted = seq;
     return true;
 }
@@ -552,30 +561,22 @@ static bool take_part(struct tide__board_op *op, int q)
 
 /* Ask for the first line of every part we read before the headers are
  * checked, so that the two cache misses a part costs overlap (2 ranks,
- * 8 B, blocking: 0.65-0.82 us against 0.79-0.92 without). */
-static void prefetch_parts(const struct tide__board_op *op)
+ * 8 B, blocking: 0.65-0.82 us against 0.79-0.92 without); a tiny part
+ * came with its header. */
+static void prefetch_parts(const struct tide__board_op *op, enum tide__board_reads reads)
 {
     int slot = (int)((op->bc->pubs + 1) % 2); /* part_of's first guess */
-    enum tide__board_reads reads = reads_of(op);
-    if (reads == TIDE__READS_NONE)
-        return;
-    if (reads == TIDE__READS_ROOT) {
-        __builtin_prefetch(op->bc->peer[op->c.root]->data[slot]);
-        return;
-    }
-    for (int q = 0; q < op->n; q++)
-        if (q != op->me)
+    for (int q = next_read(op, reads, 0); q < op->n; q = next_read(op, reads, q + 1))
+        if (!op->bc->peer[q]->head[slot].sig.len)
             __builtin_prefetch(op->bc->peer[q]->data[slot]);
 }
 
 static bool take_parts(struct tide__board_op *op)
 {
-    prefetch_parts(op);
     enum tide__board_reads reads = reads_of(op);
-    if (reads != TIDE__READS_ALL)
-        return reads == TIDE__READS_NONE || take_part(op, op->c.root);
-    for (int q = 0; q < op->n; q++)
-        if (q != op->me && !take_part(op, q))
+    prefetch_parts(op, reads);
+    for (int q = next_read(op, reads, 0); q < op->n; q = next_read(op, reads, q + 1))
+        if (!take_part(op, q))
             return false;
     return true;
 }
@@ -793,12 +794,10 @@ static bool await(struct tide__board_op *op, bool (*cond)(struct tide__board_op 
 static bool parts_plain(struct tide__board_op *op)
 {
     struct tide__frame sig;
-    prefetch_parts(op);
     enum tide__board_reads reads = reads_of(op);
-    if (reads != TIDE__READS_ALL)
-        return reads == TIDE__READS_NONE || part_of(op, op->c.root, &sig) == PART_OK;
-    for (int q = 0; q < op->n; q++)
-        if (q != op->me && part_of(op, q, &sig) != PART_OK)
+    prefetch_parts(op, reads);
+    for (int q = next_read(op, reads, 0); q < op->n; q = next_read(op, reads, q + 1))
+        if (part_of(op, q, &sig) != PART_OK)
             return false;
     return true;
 }
