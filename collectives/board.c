@@ -392,9 +392,16 @@ static bool gate_ready(struct tide__board_op *op, int *peer)
             return false;
         }
     }
-    if (bc->unread) /* every peer posted it: this cannot wait */
-        check_unread(bc, op->c.req.comm);
     return true;
+}
+
+/* The gate is open: every peer posted our last publication, so the
+ * check of an unread one cannot wait.  Not inside gate_ready, which the
+ * transport calls while it walks its watches: the check may send. */
+static void gate_passed(struct tide__board_op *op)
+{
+    if (op->bc->unread)
+        check_unread(op->bc, op->c.req.comm);
 }
 
 static enum tide__board_reads reads_of(const struct tide__board_op *op)
@@ -595,6 +602,7 @@ static void advance(struct tide__board_op *op)
         op->next = 0;
         switch (op->phase) {
         case PH_GATE:
+            gate_passed(op);
             publish(op);
             op->phase = PH_POSTED;
             break;
@@ -822,6 +830,7 @@ static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
      * its last one. */
     if (!await(op, gate_ready, patience(ctx)))
         return TIDE__DIRECT_DECLINED;
+    gate_passed(op);
     if (atomic_load(&comm->late_err))
         return TIDE__DIRECT_DECLINED; /* the gate found our last broadcast mismatched:
                                          this call reports it (async_error.c) */
