@@ -337,13 +337,15 @@ static void late_rank_then_still_works(void **state)
 /* ---- mismatched calls ---- */
 
 /* arg: 0 two boards with different counts; 1 a board against a message
- * algorithm (the last rank's vector too large for a board). */
+ * algorithm (the last rank's vector too large for a board); 2 a part
+ * that rides in its header (8 B, engine/board.h) against one in the
+ * slot's data (16 B). */
 static void mismatch_body(tide_comm *world, void *arg)
 {
     int how = *(int *)arg;
     int r = tide_comm_rank(world), n = tide_comm_size(world);
     static float in[100000], out[100000];
-    size_t count = r != n - 1 ? 4 : how == 0 ? 8 : 100000;
+    size_t count = how == 2 ? (r != n - 1 ? 2 : 4) : r != n - 1 ? 4 : how == 0 ? 8 : 100000;
     int rc = tide_allreduce(world, in, out, count, TIDE_FLOAT32, TIDE_SUM);
     EXPECT(rc == TIDE_EMISMATCH, "a mismatched all-reduce returned %s", tide_err_name(rc));
     EXPECT_OK(tide_barrier(world));
@@ -364,6 +366,14 @@ static void mismatch_board_against_messages(void **state)
     (void)state;
     int how = 1;
     assert_int_equal(run_on_shm(3, 10, mismatch_body, &how), 0);
+}
+
+static void mismatch_tiny_part_against_slot(void **state)
+{
+    (void)state;
+    int how = 2;
+    assert_int_equal(run_on_shm(3, 10, mismatch_body, &how), 0);
+    assert_int_equal(run_on_shm_with(2, 10, TIDE_PROGRESS_INLINE, mismatch_body, &how), 0);
 }
 
 /* ---- the direct path of blocking calls ---- */
@@ -612,6 +622,7 @@ int main(void)
         cmocka_unit_test(late_rank_then_still_works),
         cmocka_unit_test(mismatch_between_boards),
         cmocka_unit_test(mismatch_board_against_messages),
+        cmocka_unit_test(mismatch_tiny_part_against_slot),
         cmocka_unit_test(direct_path_and_its_hand_overs),
         cmocka_unit_test(broadcast_root_runs_ahead),
         cmocka_unit_test(broadcast_roots_learn_late),
