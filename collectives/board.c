@@ -757,12 +757,13 @@ static bool parts_ready(struct tide__board_op *op, int *peer)
 
 /* Wait up to patience_ns for cond (the gate, or every part we read
  * posted): spinning with a pause between looks, and from DIRECT_SPIN_NS
- * on yielding between them where this CPU is wanted too - by our progress thread,
- * which shares it, or by someone a first yield found (it came back
- * late: the peer we wait for, in a mask we were not told of).  On the
- * 16-core host, 8 B at 16 ranks, which share their CPUs with their
- * progress threads, spinning took 5.6-10 us and yielding from 2 us on
- * 2.96-5.1 (the request path 3.2-5.5, docs/compare-2026-11-27-16core.md);
+ * on yielding between them where this CPU is wanted too - by our
+ * progress thread, which shares it, or by someone a first yield found
+ * (it came back late: the peer we wait for, in a mask we were not told
+ * of).  On the 16-core host, 8 B at 16 ranks, which share their CPUs
+ * with their progress threads, spinning took 5.6-10 us and yielding
+ * from 2 us on 2.96-5.1 (the request path 3.2-5.5,
+ * docs/compare-2026-11-27-16core.md);
  * at 8 ranks, with CPUs of their own, spinning did better (2.5-2.9
  * against the request path's 3.1-3.4).  Two ranks whose callers shared
  * a CPU here spun out their whole patience without yields: 74 us a
