@@ -47,7 +47,6 @@ struct tide__board_comm {
     uint64_t unread;             /* last_pub, when we read no part of it: the
                                     peers' headers are still to be checked
                                     (check_unread); 0: none */
-    struct tide__frame unread_sig; /* its signature */
     uint64_t all_posted;         /* every peer's `posted` was seen at least this */
     unsigned pubs;               /* publications so far: the next goes to slot pubs % 2 */
     uint64_t last_started;       /* the last board collective started here */
@@ -318,12 +317,12 @@ static int slot_of(struct tide__board_comm *bc, struct board *b, uint64_t seq,
  * or it has none (NULL): tell the program at its next call, and the
  * peers, as async_error.c does for a mismatch found late. */
 static void report_unread(struct tide__board_comm *bc, tide_comm *comm, int q,
-                          const struct tide__frame *theirs)
+                          const struct tide__frame *ours, const struct tide__frame *theirs)
 {
     struct tide__ctx *ctx = bc->ctx;
     unsigned long long seq = bc->unread;
     char mine[128], other[128], text[300];
-    tide__describe_signature(ctx, &bc->unread_sig, mine, sizeof mine);
+    tide__describe_signature(ctx, ours, mine, sizeof mine);
     if (theirs) {
         tide__describe_signature(ctx, theirs, other, sizeof other);
         snprintf(text, sizeof text, "rank %d called %s; rank %d called %s", bc->world[q], other,
@@ -337,15 +336,14 @@ static void report_unread(struct tide__board_comm *bc, tide_comm *comm, int q,
                              "but %s", seq, text);
 }
 
-/* Once every peer has posted our unread publication or later, compare
- * their headers of it with ours (one report at most).  A peer's header
- * of it stays until that peer's next-but-one publication, which waits
- * for our next one (the gate).  false: some peer has not posted it. */
-static bool check_unread(struct tide__board_comm *bc, tide_comm *comm)
+/* Every peer has posted our unread publication or later: compare their
+ * headers of it with ours, which our own board still holds (one report
+ * at most).  A peer's header of it stays until that peer's next-but-one
+ * publication, which waits for our next one (the gate). */
+static void check_unread(struct tide__board_comm *bc, tide_comm *comm)
 {
-    for (int q = 0; q < bc->n; q++)
-        if (q != bc->me && load(&bc->peer[q]->posted) < bc->unread)
-            return false;
+    struct tide__frame ours;
+    slot_of(bc, bc->mine, bc->unread, &ours); /* written by us, not rewritten since */
     for (int q = 0; q < bc->n; q++) {
         struct tide__frame theirs;
         /* A peer that freed the communicator since is past it. */
@@ -353,21 +351,26 @@ static bool check_unread(struct tide__board_comm *bc, tide_comm *comm)
             continue;
         bool found = slot_of(bc, bc->peer[q], bc->unread, &theirs) >= 0;
         if (load(bc->peer_key[q]) != bc->key ||
-            (found && tide__frame_same_signature(&bc->unread_sig, &theirs)))
+            (found && tide__frame_same_signature(&ours, &theirs)))
             continue;
-        report_unread(bc, comm, q, found ? &theirs : NULL);
+        report_unread(bc, comm, q, &ours, found ? &theirs : NULL);
         break;
     }
     bc->unread = 0;
-    return true;
 }
 
 /* tide_comm_async_error, with the drive right: a program may poll for
- * news of its last broadcast instead of calling another collective. */
+ * news of its last broadcast instead of calling another collective,
+ * once every peer has posted it. */
 static void comm_board_check(tide_comm *comm)
 {
-    if (comm->board && comm->board->unread)
-        check_unread(comm->board, comm);
+    struct tide__board_comm *bc = comm->board;
+    if (!bc || !bc->unread)
+        return;
+    for (int q = 0; q < bc->n; q++)
+        if (q != bc->me && load(&bc->peer[q]->posted) < bc->unread)
+            return;
+    check_unread(bc, comm);
 }
 
 static bool gate_ready(struct tide__board_op *op, int *peer)
@@ -514,7 +517,6 @@ static void publish(struct tide__board_op *op)
     bc->pubs++;
     bc->last_pub = seq;
     bc->unread = reads_of(op) == TIDE__READS_NONE ? seq : 0;
-    bc->unread_sig = op->c.req.sig;
     op->parts[op->me] = op->mine;
     struct tide__transport *tp = op->c.req.ctx->tp;
     tp->ops->board_raise(tp, bc->others, bc->n - 1);
