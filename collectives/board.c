@@ -321,13 +321,12 @@ static void report_unread(struct tide__board_comm *bc, tide_comm *comm, int q,
 {
     struct tide__ctx *ctx = bc->ctx;
     unsigned long long seq = bc->unread;
-    char mine[128], other[128], text[300];
-    tide__describe_signature(ctx, ours, mine, sizeof mine);
+    char text[300];
     if (theirs) {
-        tide__describe_signature(ctx, theirs, other, sizeof other);
-        snprintf(text, sizeof text, "rank %d called %s; rank %d called %s", bc->world[q], other,
-                 ctx->rank, mine);
+        tide__describe_mismatch(ctx, bc->world[q], theirs, ours, text, sizeof text);
     } else {
+        char mine[128];
+        tide__describe_signature(ctx, ours, mine, sizeof mine);
         snprintf(text, sizeof text, "rank %d went past collective %llu without publishing its "
                  "part of it; rank %d called %s", bc->world[q], seq, ctx->rank, mine);
     }

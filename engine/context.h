@@ -386,6 +386,11 @@ void tide__ctx_set_namer(struct tide__ctx *ctx, const struct tide__namer *namer)
 const char *tide__kind_name(const struct tide__ctx *ctx, uint8_t kind);
 void tide__describe_signature(const struct tide__ctx *ctx, const struct tide__frame *s, char *buf,
                               size_t len);
+/* "rank <peer> called <theirs>; rank <us> called <ours>" into buf: how
+ * every mismatch is told. */
+void tide__describe_mismatch(const struct tide__ctx *ctx, int peer,
+                             const struct tide__frame *theirs, const struct tide__frame *ours,
+                             char *buf, size_t len);
 /* Fail req with TIDE_EMISMATCH, saying what world rank peer called. */
 void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *theirs);
 /* A collective is starting: apply what was learned of it before (early

@@ -60,13 +60,21 @@ static tide_req *find_active(struct tide__ctx *ctx, uint32_t comm_id, uint64_t s
     return NULL;
 }
 
-void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *theirs)
+void tide__describe_mismatch(const struct tide__ctx *ctx, int peer,
+                             const struct tide__frame *theirs, const struct tide__frame *ours,
+                             char *buf, size_t len)
 {
     char mine[128], other[128];
-    tide__describe_signature(req->ctx, &req->sig, mine, sizeof mine);
-    tide__describe_signature(req->ctx, theirs, other, sizeof other);
-    tide__req_fail(req, TIDE_EMISMATCH, "rank %d called %s; rank %d called %s", peer, other,
-                   req->ctx->rank, mine);
+    tide__describe_signature(ctx, ours, mine, sizeof mine);
+    tide__describe_signature(ctx, theirs, other, sizeof other);
+    snprintf(buf, len, "rank %d called %s; rank %d called %s", peer, other, ctx->rank, mine);
+}
+
+void tide__fail_mismatch(tide_req *req, int peer, const struct tide__frame *theirs)
+{
+    char text[300];
+    tide__describe_mismatch(req->ctx, peer, theirs, &req->sig, text, sizeof text);
+    tide__req_fail(req, TIDE_EMISMATCH, "%s", text);
 }
 
 static void send_poison(struct tide__ctx *ctx, int world_peer, uint32_t comm_id, uint64_t seq,
