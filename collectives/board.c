@@ -497,6 +497,26 @@ static void wait_for(struct tide__board_op *op, int peer)
 
 /* ---- the steps ---- */
 
+/* Where read takes our own part from (bytes of it at src, published in
+ * op->mine): the caller's buffer where the algorithm allows (its `own`),
+ * else a copy of a tiny part, and only else our slot.  Our slot is what
+ * the peers read at that moment, and reading it too was dear, though
+ * the lines are only shared then (in this VM at least).  2 ranks,
+ * blocking, 3 interleaved runs against reading our slot: all-reduce 8 B
+ * 0.53-0.67 us against 0.61-0.71, 512 B 0.69-0.83 against 0.93-0.97,
+ * 4 KiB 1.89-2.05 against 2.48-2.64; all-gather 4 KiB 1.19-1.34 against
+ * 1.42-1.57. */
+static const uint8_t *own_part(struct tide__board_op *op, const void *src, size_t bytes)
+{
+    if (bytes && op->algo->own && op->algo->own(op, src))
+        return src;
+    if (bytes && bytes <= BOARD_TINY) {
+        memcpy(op->own_tiny, src, bytes);
+        return op->own_tiny;
+    }
+    return op->mine;
+}
+
 static void publish(struct tide__board_op *op)
 {
     struct tide__board_comm *bc = op->bc;
@@ -516,7 +536,7 @@ static void publish(struct tide__board_op *op)
     bc->pubs++;
     bc->last_pub = seq;
     bc->unread = reads_of(op) == TIDE__READS_NONE ? seq : 0;
-    op->parts[op->me] = op->mine;
+    op->parts[op->me] = own_part(op, src, bytes);
     struct tide__transport *tp = op->c.req.ctx->tp;
     tp->ops->board_raise(tp, bc->others, bc->n - 1);
 }
@@ -664,13 +684,13 @@ void tide__board_start(struct tide__board_op *op, const struct tide__board_algo 
     if (tide__coll_scratch(c, (size_t)op->n * sizeof *op->parts))
         return;
     op->parts = c->scratch;
+    const void *src;
+    size_t part = algo->part(op, &src);
     if (op->bc) { /* the direct path published it (tide__board_adopt) */
-        op->parts[op->me] = op->mine;
+        op->parts[op->me] = own_part(op, src, part);
         advance(op);
         return;
     }
-    const void *src;
-    size_t part = algo->part(op, &src);
     if (part > BOARD_SLOT) { /* select.c checks: not ours to meet */
         tide__req_fail(&c->req, TIDE_EPROTO, "internal error: %zu bytes for a board slot of %zu",
                        part, BOARD_SLOT);

@@ -73,6 +73,10 @@ enum tide__board_reads {
 struct tide__board_algo {
     /* The bytes to publish (0: a header only), at *src. */
     size_t (*part)(struct tide__board_op *op, const void **src);
+    /* Whether read may take this rank's own part from src, the caller's
+     * buffer, instead of its slot: whether nothing read writes before
+     * it has read all of it (NULL: never).  See board.c, own_part. */
+    bool (*own)(const struct tide__board_op *op, const void *src);
     /* Whose parts this rank reads (NULL: every peer's). */
     enum tide__board_reads (*reads)(const struct tide__board_op *op);
     /* Every part it reads is posted and checked (op->parts): reduce or
@@ -94,6 +98,7 @@ struct tide__board_op {
     int next;                      /* where the next look resumes */
     int n, me;
     uint8_t *mine;                 /* our published slot's data */
+    uint8_t own_tiny[BOARD_TINY];  /* a tiny part of ours, to read (own_part) */
     const uint8_t **parts;         /* [n] each rank's part of this collective */
     uint64_t prev;                 /* the board collective before it here; 0: none */
     struct started *started;       /* its place in the communicator's order */

@@ -21,6 +21,16 @@ static size_t whole(struct tide__board_op *op, const void **src)
     return op->c.count * op->c.esize;
 }
 
+/* Our part from the caller's buffer unless the reduction writes over it
+ * first: in place (recvbuf is the input; calls.c stages any other
+ * overlap), the first step writes dst[i] from parts 0 and 1 at [i] and
+ * the later ones read dst back, so rank 0's and 1's inputs are read
+ * before they are written, the others' not. */
+static bool own(const struct tide__board_op *op, const void *src)
+{
+    return src != op->c.recvbuf || op->me < 2;
+}
+
 /* Elements [lo, lo + len) of every part, in rank order, into dst. */
 static void reduce_parts(struct tide__board_op *op, char *dst, size_t lo, size_t len)
 {
@@ -67,8 +77,9 @@ static void copy_shares(struct tide__board_op *op)
     }
 }
 
-static const struct tide__board_algo one_shot_algo = {whole, NULL, one_shot, NULL};
-static const struct tide__board_algo two_phase_algo = {whole, NULL, reduce_share, copy_shares};
+static const struct tide__board_algo one_shot_algo = {whole, own, NULL, one_shot, NULL};
+static const struct tide__board_algo two_phase_algo = {whole, own, NULL, reduce_share,
+                                                        copy_shares};
 
 static void start_one_shot(tide_req *req)
 {

@@ -9,6 +9,18 @@ static size_t whole(struct tide__board_op *op, const void **src)
     return op->c.count * op->c.esize;
 }
 
+/* Our part from the caller's buffer unless the reduction writes over it
+ * first: recvbuf is either apart from the input or (in place) our block
+ * of it (calls.c stages any other overlap), and then, as for all-reduce
+ * (board_allreduce.c, own), only ranks 0 and 1 read it before it is
+ * written. */
+static bool own(const struct tide__board_op *op, const void *src)
+{
+    const struct tide__coll *c = &op->c;
+    return (const char *)src + tide__blk_off(c, op->me) * c->esize != (char *)c->recvbuf ||
+           op->me < 2;
+}
+
 static bool reduce_block(struct tide__board_op *op)
 {
     struct tide__coll *c = &op->c;
@@ -20,7 +32,7 @@ static bool reduce_block(struct tide__board_op *op)
     return true;
 }
 
-static const struct tide__board_algo hooks = {whole, NULL, reduce_block, NULL};
+static const struct tide__board_algo hooks = {whole, own, NULL, reduce_block, NULL};
 
 static void start(tide_req *req)
 {

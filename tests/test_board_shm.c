@@ -5,9 +5,10 @@
  * boards, a rank killed while its peers wait on its flag, a late rank,
  * mismatched calls between two boards and between a board and a
  * message algorithm, the direct path of blocking calls and its
- * hand-overs, a broadcast's root that ends once published (running
- * ahead of its readers; mismatched roots told late), and 16 ranks
- * (oversubscribed here). */
+ * hand-overs, collectives whose result goes where a rank's input is, a
+ * broadcast's root that ends once published (running ahead of its
+ * readers; mismatched roots told late), and 16 ranks (oversubscribed
+ * here). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -465,6 +466,112 @@ static void direct_path_and_its_hand_overs(void **state)
     assert_int_equal(run_on_shm(4, 20, direct_body, NULL), 0);
 }
 
+/* ---- our own part, read from the caller's buffer (board.c, own_part) ---- */
+
+#define OWN_MAX 300
+
+/* Rank r's element i of call k: distinct on every rank, so a part read
+ * after the reduction wrote over it (a sum that counts one rank's
+ * partial sum in place of another's input) shows. */
+static int32_t own_value(int r, int i, int k)
+{
+    return (r + 1) * 100000 + i * 7 + k;
+}
+
+static int32_t own_sum(int n, int i, int k)
+{
+    int32_t sum = 0;
+    for (int q = 0; q < n; q++)
+        sum += own_value(q, i, k);
+    return sum;
+}
+
+/* Wait for req (if posted) and check it ran on boards. */
+static void own_finish(int rc, tide_req *req, bool posted)
+{
+    EXPECT_OK(rc);
+    if (!posted || rc)
+        return;
+    EXPECT_OK(tide_wait(req, -1));
+    expect_algo(req, "board");
+    tide_req_free(req);
+}
+
+/* All-reduce in place, reduce-scatter with recvbuf our block of sendbuf
+ * and in place, all-gather in place: the layouts where a rank's input
+ * is also where the result goes, on every rank (ranks 2 and up may not
+ * read their input there), and an all-gather whose input is block 0 of
+ * its output; blocking (the direct path) and posted. */
+static void own_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    static const size_t counts[] = {1, 2, 16, OWN_MAX};
+    static int32_t buf[8 * OWN_MAX];
+    for (int k = 0; k < 16; k++) {
+        size_t c = counts[k % 4];
+        bool posted = k >= 8;
+        tide_req *req = NULL;
+        for (size_t i = 0; i < c; i++)
+            buf[i] = own_value(r, (int)i, k);
+        int rc = posted ? tide_iallreduce(world, TIDE_IN_PLACE, buf, c, TIDE_INT32, TIDE_SUM, &req)
+                        : tide_allreduce(world, TIDE_IN_PLACE, buf, c, TIDE_INT32, TIDE_SUM);
+        own_finish(rc, req, posted);
+        for (size_t i = 0; i < c; i++)
+            EXPECT(buf[i] == own_sum(n, (int)i, k), "call %d: allreduce [%zu] %d", k, i, buf[i]);
+
+        for (size_t i = 0; i < (size_t)n * c; i++)
+            buf[i] = own_value(r, (int)i, k);
+        int32_t *mine = buf + (size_t)r * c;
+        rc = posted ? tide_ireduce_scatter(world, buf, mine, c, TIDE_INT32, TIDE_SUM, &req)
+                    : tide_reduce_scatter(world, buf, mine, c, TIDE_INT32, TIDE_SUM);
+        own_finish(rc, req, posted);
+        for (size_t i = 0; i < c; i++)
+            EXPECT(mine[i] == own_sum(n, (int)((size_t)r * c + i), k),
+                   "call %d: reduce_scatter [%zu] %d", k, i, mine[i]);
+
+        for (size_t i = 0; i < (size_t)n * c; i++)
+            buf[i] = own_value(r, (int)i, k);
+        rc = posted ? tide_ireduce_scatter(world, TIDE_IN_PLACE, buf, c, TIDE_INT32, TIDE_SUM, &req)
+                    : tide_reduce_scatter(world, TIDE_IN_PLACE, buf, c, TIDE_INT32, TIDE_SUM);
+        own_finish(rc, req, posted);
+        for (size_t i = 0; i < c; i++)
+            EXPECT(buf[i] == own_sum(n, (int)((size_t)r * c + i), k),
+                   "call %d: reduce_scatter in place [%zu] %d", k, i, buf[i]);
+
+        for (size_t i = 0; i < c; i++)
+            buf[(size_t)r * c + i] = own_value(r, (int)i, k);
+        rc = posted ? tide_iallgather(world, TIDE_IN_PLACE, buf, c, TIDE_INT32, &req)
+                    : tide_allgather(world, TIDE_IN_PLACE, buf, c, TIDE_INT32);
+        own_finish(rc, req, posted);
+        for (int q = 0; q < n; q++)
+            for (size_t i = 0; i < c; i++)
+                EXPECT(buf[(size_t)q * c + i] == own_value(q, (int)i, k),
+                       "call %d: allgather block %d [%zu] %d", k, q, i, buf[(size_t)q * c + i]);
+
+        /* sendbuf at block 0 of recvbuf on every rank: the copy of
+         * rank 0's block lands on the others' input */
+        for (size_t i = 0; i < c; i++)
+            buf[i] = own_value(r, (int)i, k);
+        rc = posted ? tide_iallgather(world, buf, buf, c, TIDE_INT32, &req)
+                    : tide_allgather(world, buf, buf, c, TIDE_INT32);
+        own_finish(rc, req, posted);
+        for (int q = 0; q < n; q++)
+            for (size_t i = 0; i < c; i++)
+                EXPECT(buf[(size_t)q * c + i] == own_value(q, (int)i, k),
+                       "call %d: allgather from block 0, block %d [%zu] %d", k, q, i,
+                       buf[(size_t)q * c + i]);
+    }
+}
+
+static void own_part_where_the_result_goes(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm(4, 20, own_body, NULL), 0);
+    assert_int_equal(run_on_shm(3, 20, own_body, NULL), 0);
+    assert_int_equal(run_on_shm_with(2, 20, TIDE_PROGRESS_INLINE, own_body, NULL), 0);
+}
+
 /* ---- a broadcast's root ends once published (board.h, "unread") ---- */
 
 /* Root 0 broadcasts back to back, changing its buffer the moment each
@@ -624,6 +731,7 @@ int main(void)
         cmocka_unit_test(mismatch_board_against_messages),
         cmocka_unit_test(mismatch_tiny_part_against_slot),
         cmocka_unit_test(direct_path_and_its_hand_overs),
+        cmocka_unit_test(own_part_where_the_result_goes),
         cmocka_unit_test(broadcast_root_runs_ahead),
         cmocka_unit_test(broadcast_roots_learn_late),
         cmocka_unit_test(sixteen_ranks),
