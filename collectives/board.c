@@ -455,8 +455,10 @@ static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
         }
     }
     op->next = op->n;
-    if (reads == TIDE__READS_ALL && word_off == offsetof(struct board, posted) &&
-        seq > op->bc->all_posted)
+    /* We read every peer's (a broadcast's reader on 2 ranks reads the
+     * only peer's): the next gate need not look at their `posted`. */
+    bool every = reads == TIDE__READS_ALL || (reads == TIDE__READS_ROOT && op->n == 2);
+    if (every && word_off == offsetof(struct board, posted) && seq > op->bc->all_posted)
         op->bc->all_posted = seq;
     return true;
 }
