@@ -279,7 +279,7 @@ static int perf_size(struct bench *b, enum op op, size_t req_bytes)
     size_t bytes = count * sizeof(float);
     double algbw = (double)bytes / us / 1e3; /* GB/s */
     double busbw = algbw * bus_factor(op, b->size);
-    printf("%-15s %10zu %10zu %10.1f %8.3f %8.3f %6ld\n", op_names[op], bytes, count, us, algbw,
+    printf("%-15s %10zu %10zu %10.2f %8.3f %8.3f %6ld\n", op_names[op], bytes, count, us, algbw,
            busbw, wrong_all);
     json_begin(b);
     if (b->json)
