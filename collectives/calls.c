@@ -116,12 +116,15 @@ static void drop(struct call *k)
         free(k->recvbuf);
 }
 
-/* The algorithm for call k, or NULL with the reason logged and what k
- * owns given back. */
-static const struct tide__algo *choose(struct call *k, size_t select_bytes)
+/* The algorithm for call k (a program's, or a part of another
+ * collective's), or NULL with the reason logged and what k owns given
+ * back. */
+static const struct tide__algo *choose(struct call *k, size_t select_bytes, bool part)
 {
     char why[200];
-    const struct tide__algo *algo = tide__select(k->kind, k->comm, select_bytes, why, sizeof why);
+    const struct tide__algo *algo =
+        part ? tide__select(k->kind, k->comm, select_bytes, why, sizeof why)
+             : tide__select_call(k->kind, k->comm, select_bytes, why, sizeof why);
     if (!algo) {
         drop(k);
         reject(k, "%s", why);
@@ -227,7 +230,7 @@ static int direct(struct call *k, const struct tide__algo *algo, tide_req **out,
 
 static int launch(struct call *k, tide_req **out)
 {
-    const struct tide__algo *algo = choose(k, k->bytes);
+    const struct tide__algo *algo = choose(k, k->bytes, false);
     if (!algo)
         return TIDE_EINVAL;
     if (algo->board && !k->stage_to && tide__wait_next_pending()) {
@@ -257,7 +260,7 @@ int tide__coll_part(uint8_t kind, const char *name, tide_comm *comm, const void 
                             dtype, op, 0);
     k.blk.total = count;
     k.bytes = count * tide_dtype_size(dtype);
-    const struct tide__algo *algo = choose(&k, select_bytes ? select_bytes : k.bytes);
+    const struct tide__algo *algo = choose(&k, select_bytes ? select_bytes : k.bytes, true);
     return algo ? make(&k, algo, true, out) : TIDE_EINVAL;
 }
 

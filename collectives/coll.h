@@ -193,6 +193,13 @@ void tide__coll_release(tide_req *req);
 const struct tide__algo *tide__select(uint8_t kind, const tide_comm *comm, size_t bytes, char *why,
                                       size_t len);
 
+/* tide__select for a program's call on comm (not a part of another
+ * collective: the caller's thread, see tide_comm.select_memo): the
+ * choice of the communicator's last call of that kind and size again
+ * while the environment is as it was then. */
+const struct tide__algo *tide__select_call(uint8_t kind, tide_comm *comm, size_t bytes, char *why,
+                                           size_t len);
+
 /* A collective made as part of another (hier.c, engine/subreq.c): kind
  * (all-reduce, reduce-scatter-v or all-gather-v, the blocks of the
  * latter two being count split evenly) on comm, with buffers the calling

@@ -156,6 +156,7 @@ void tide__ctx_unref(struct tide__ctx *ctx)
         ctx->boards_free(ctx);
     free(ctx->world.groups);
     free(ctx->world.failed);
+    free(ctx->world.select_memo);
     pthread_mutex_destroy(&ctx->pool_lock);
     pthread_mutex_destroy(&ctx->drive_lock);
     tide__timer_heap_free(&ctx->own_timers);

@@ -203,6 +203,11 @@ struct tide_comm {
     void (*board_check)(tide_comm *comm);
     struct tide__recorder *rec; /* reactor: its last collectives (recorder.c), made
                                    at its first; NULL until then or if memory ran out */
+    /* The algorithms chosen for the caller's last calls here, per kind
+     * (collectives/select.c, tide__select_call); malloc'd at the first,
+     * or NULL.  The caller's thread only: one calls collectives on a
+     * communicator at a time (MPI's rule). */
+    struct tide__select_memo *select_memo;
 };
 
 #define TIDE_POOL_CLASSES 16

@@ -98,6 +98,7 @@ void tide__comm_unref(tide_comm *comm)
     free(comm->groups);
     free(comm->failed);
     free(comm->rec);
+    free(comm->select_memo);
     free(comm);
     tide__ctx_unref(ctx);
 }

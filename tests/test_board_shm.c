@@ -5,8 +5,8 @@
  * boards, a rank killed while its peers wait on its flag, a late rank,
  * mismatched calls between two boards and between a board and a
  * message algorithm, the direct path of blocking calls and its
- * hand-overs, collectives whose result goes where a rank's input is, a
- * broadcast's root that ends once published (running ahead of its
+ * hand-overs, collectives whose result goes where a rank's input is,
+ * the choice of algorithm as the environment changes, a broadcast's root that ends once published (running ahead of its
  * readers; mismatched roots told late), and 16 ranks (oversubscribed
  * here). */
 #include <errno.h>
@@ -572,6 +572,61 @@ static void own_part_where_the_result_goes(void **state)
     assert_int_equal(run_on_shm_with(2, 20, TIDE_PROGRESS_INLINE, own_body, NULL), 0);
 }
 
+/* ---- the choice follows the environment (select.c, tide__select_call) ---- */
+
+/* The algorithm a 4-byte all-reduce on comm ran, after one blocking
+ * call (the direct path chooses too) whose result is checked. */
+static void expect_allreduce_on(tide_comm *comm, const char *want, const char *why)
+{
+    int n = tide_comm_size(comm);
+    float x = 1, y = 0;
+    EXPECT_OK(tide_allreduce(comm, &x, &y, 1, TIDE_FLOAT32, TIDE_SUM));
+    EXPECT(y == (float)n, "%s: blocking all-reduce gave %g", why, (double)y);
+    tide_req *req = NULL;
+    EXPECT_OK(tide_iallreduce(comm, &x, &y, 1, TIDE_FLOAT32, TIDE_SUM, &req));
+    if (!req)
+        return;
+    EXPECT_OK(tide_wait(req, -1));
+    EXPECT(!strcmp(tide_req_algorithm(req), want), "%s: ran %s, not %s", why,
+           tide_req_algorithm(req), want);
+    tide_req_free(req);
+}
+
+/* The same call again and again, with TIDE_ALGO_ALLREDUCE and
+ * TIDE_BOARDS set, replaced (in place: neither is the environment's
+ * last entry then) and unset between calls, and other variables added:
+ * each call runs what the environment says at that moment. */
+static void env_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    expect_allreduce_on(world, "board", "at first");
+    setenv("TIDE_BOARDS", "1", 1);
+    setenv("TIDE_TEST_AFTER_BOARDS", "1", 1);
+    expect_allreduce_on(world, "board", "TIDE_BOARDS=1");
+    setenv("TIDE_BOARDS", "0", 1);
+    expect_allreduce_on(world, "recursive_doubling", "TIDE_BOARDS=0, replaced");
+    setenv("TIDE_BOARDS", "1", 1);
+    expect_allreduce_on(world, "board", "TIDE_BOARDS=1 again");
+    setenv("TIDE_ALGO_ALLREDUCE", "ring", 1);
+    expect_allreduce_on(world, "ring", "TIDE_ALGO_ALLREDUCE=ring");
+    setenv("TIDE_TEST_AFTER_ALGO", "1", 1);
+    expect_allreduce_on(world, "ring", "another variable added");
+    setenv("TIDE_ALGO_ALLREDUCE", "recursive_doubling", 1);
+    expect_allreduce_on(world, "recursive_doubling", "its value replaced");
+    unsetenv("TIDE_ALGO_ALLREDUCE");
+    expect_allreduce_on(world, "board", "TIDE_ALGO_ALLREDUCE unset");
+    unsetenv("TIDE_BOARDS");
+    unsetenv("TIDE_TEST_AFTER_BOARDS");
+    unsetenv("TIDE_TEST_AFTER_ALGO");
+    expect_allreduce_on(world, "board", "all unset");
+}
+
+static void choice_follows_the_environment(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm(2, 20, env_body, NULL), 0);
+}
+
 /* ---- a broadcast's root ends once published (board.h, "unread") ---- */
 
 /* Root 0 broadcasts back to back, changing its buffer the moment each
@@ -732,6 +787,7 @@ int main(void)
         cmocka_unit_test(mismatch_tiny_part_against_slot),
         cmocka_unit_test(direct_path_and_its_hand_overs),
         cmocka_unit_test(own_part_where_the_result_goes),
+        cmocka_unit_test(choice_follows_the_environment),
         cmocka_unit_test(broadcast_root_runs_ahead),
         cmocka_unit_test(broadcast_roots_learn_late),
         cmocka_unit_test(sixteen_ranks),
