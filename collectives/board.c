@@ -889,6 +889,12 @@ static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
     return TIDE__DIRECT_DONE;
 }
 
+void tide__board_direct_clear(struct tide__board_op *op)
+{
+    tide__req_clear(&op->c.req, offsetof(struct tide__coll, msg));
+    memset(&op->algo, 0, offsetof(struct tide__board_op, watch) - offsetof(struct tide__board_op, algo));
+}
+
 enum tide__direct tide__board_direct(struct tide__board_op *op, const struct tide__board_algo *algo)
 {
     struct tide__ctx *ctx = op->c.req.ctx;

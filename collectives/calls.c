@@ -199,7 +199,7 @@ static int make(struct call *k, const struct tide__algo *algo, bool part, tide_r
 static int direct(struct call *k, const struct tide__algo *algo, tide_req **out, bool *taken)
 {
     struct tide__board_op op;
-    tide__req_clear(&op.c.req, sizeof op);
+    tide__board_direct_clear(&op);
     op.c.req.comm = k->comm;
     op.c.req.ctx = k->comm->ctx;
     fill(k, algo, &op.c);
