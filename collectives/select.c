@@ -162,7 +162,13 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
  *                waits twice: one-shot while (n - 2) N <= 32 KiB (the
  *                cost model of docs/small-messages.md), two-phase above;
  *   all-gather   2 ranks 8 B 1.1 against 2.0, 32 KiB 5.7 against 6.9;
- *                4 ranks 4 KiB 5.6 against 17.8;
+ *                4 ranks 4 KiB 5.6 against 17.8.  On 2 ranks from 64
+ *                KiB the messages win: 2026-11-27, 5 and 7 interleaved
+ *                runs, 64 KiB 8.2-8.3 us (medians) on boards, 7.0-7.2
+ *                by recursive doubling or the ring (32 KiB 4.4-4.6
+ *                against 5.1-5.3): on boards a block is copied whole
+ *                into its slot before the peer may copy it out, where a
+ *                message's pieces are copied in and out at once;
  *   reduce-scatter  2 ranks 8 B 1.1 against 1.9; 4 ranks 4 KiB 6.9
  *                against 24.9, 32 KiB 14.7 against 28.4;
  *   broadcast    2 ranks 8 B 1.2-1.4 against 1.2 (the root waited for
@@ -196,6 +202,8 @@ static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, si
             return &tide__algo_board_allreduce;
         return &tide__algo_board_rsag_allreduce;
     case TIDE_KIND_ALLGATHER:
+        if (n == 2 && bytes > (32u << 10))
+            return NULL; /* the messages' pipelined copies win (above) */
         return bytes < stage_from(kind, n) ? &tide__algo_board_allgather : NULL;
     case TIDE_KIND_REDUCE_SCATTER:
         return &tide__algo_board_reduce_scatter;
