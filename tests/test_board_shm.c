@@ -486,6 +486,13 @@ static int32_t own_sum(int n, int i, int k)
     return sum;
 }
 
+/* buf[i] = rank r's element i of call k, for i < len. */
+static void own_fill(int32_t *buf, size_t len, int r, int k)
+{
+    for (size_t i = 0; i < len; i++)
+        buf[i] = own_value(r, (int)i, k);
+}
+
 /* Wait for req (if posted) and check it ran on boards. */
 static void own_finish(int rc, tide_req *req, bool posted)
 {
@@ -497,11 +504,43 @@ static void own_finish(int rc, tide_req *req, bool posted)
     tide_req_free(req);
 }
 
+/* Reduce-scatter of c elements a rank, from send (rank r's elements of
+ * call k in buf) into out, blocking or posted; out checked. */
+static void own_reduce_scatter(tide_comm *world, int k, size_t c, bool posted, const void *send,
+                               int32_t *out, const char *what)
+{
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    tide_req *req = NULL;
+    int rc = posted ? tide_ireduce_scatter(world, send, out, c, TIDE_INT32, TIDE_SUM, &req)
+                    : tide_reduce_scatter(world, send, out, c, TIDE_INT32, TIDE_SUM);
+    own_finish(rc, req, posted);
+    for (size_t i = 0; i < c; i++)
+        EXPECT(out[i] == own_sum(n, (int)((size_t)r * c + i), k), "call %d: %s [%zu] %d", k, what,
+               i, out[i]);
+}
+
+/* All-gather of c elements a rank into buf, blocking or posted; every
+ * block checked. */
+static void own_allgather(tide_comm *world, int k, size_t c, bool posted, const void *send,
+                          int32_t *buf, const char *what)
+{
+    int n = tide_comm_size(world);
+    tide_req *req = NULL;
+    int rc = posted ? tide_iallgather(world, send, buf, c, TIDE_INT32, &req)
+                    : tide_allgather(world, send, buf, c, TIDE_INT32);
+    own_finish(rc, req, posted);
+    for (int q = 0; q < n; q++)
+        for (size_t i = 0; i < c; i++)
+            EXPECT(buf[(size_t)q * c + i] == own_value(q, (int)i, k), "call %d: %s, block %d [%zu] %d",
+                   k, what, q, i, buf[(size_t)q * c + i]);
+}
+
 /* All-reduce in place, reduce-scatter with recvbuf our block of sendbuf
  * and in place, all-gather in place: the layouts where a rank's input
  * is also where the result goes, on every rank (ranks 2 and up may not
  * read their input there), and an all-gather whose input is block 0 of
- * its output; blocking (the direct path) and posted. */
+ * its output (the copy of rank 0's block lands on the others' input);
+ * blocking (the direct path) and posted. */
 static void own_body(tide_comm *world, void *arg)
 {
     (void)arg;
@@ -512,55 +551,23 @@ static void own_body(tide_comm *world, void *arg)
         size_t c = counts[k % 4];
         bool posted = k >= 8;
         tide_req *req = NULL;
-        for (size_t i = 0; i < c; i++)
-            buf[i] = own_value(r, (int)i, k);
+        own_fill(buf, c, r, k);
         int rc = posted ? tide_iallreduce(world, TIDE_IN_PLACE, buf, c, TIDE_INT32, TIDE_SUM, &req)
                         : tide_allreduce(world, TIDE_IN_PLACE, buf, c, TIDE_INT32, TIDE_SUM);
         own_finish(rc, req, posted);
         for (size_t i = 0; i < c; i++)
             EXPECT(buf[i] == own_sum(n, (int)i, k), "call %d: allreduce [%zu] %d", k, i, buf[i]);
 
-        for (size_t i = 0; i < (size_t)n * c; i++)
-            buf[i] = own_value(r, (int)i, k);
-        int32_t *mine = buf + (size_t)r * c;
-        rc = posted ? tide_ireduce_scatter(world, buf, mine, c, TIDE_INT32, TIDE_SUM, &req)
-                    : tide_reduce_scatter(world, buf, mine, c, TIDE_INT32, TIDE_SUM);
-        own_finish(rc, req, posted);
-        for (size_t i = 0; i < c; i++)
-            EXPECT(mine[i] == own_sum(n, (int)((size_t)r * c + i), k),
-                   "call %d: reduce_scatter [%zu] %d", k, i, mine[i]);
+        own_fill(buf, (size_t)n * c, r, k);
+        own_reduce_scatter(world, k, c, posted, buf, buf + (size_t)r * c,
+                           "reduce_scatter into our block");
+        own_fill(buf, (size_t)n * c, r, k);
+        own_reduce_scatter(world, k, c, posted, TIDE_IN_PLACE, buf, "reduce_scatter in place");
 
-        for (size_t i = 0; i < (size_t)n * c; i++)
-            buf[i] = own_value(r, (int)i, k);
-        rc = posted ? tide_ireduce_scatter(world, TIDE_IN_PLACE, buf, c, TIDE_INT32, TIDE_SUM, &req)
-                    : tide_reduce_scatter(world, TIDE_IN_PLACE, buf, c, TIDE_INT32, TIDE_SUM);
-        own_finish(rc, req, posted);
-        for (size_t i = 0; i < c; i++)
-            EXPECT(buf[i] == own_sum(n, (int)((size_t)r * c + i), k),
-                   "call %d: reduce_scatter in place [%zu] %d", k, i, buf[i]);
-
-        for (size_t i = 0; i < c; i++)
-            buf[(size_t)r * c + i] = own_value(r, (int)i, k);
-        rc = posted ? tide_iallgather(world, TIDE_IN_PLACE, buf, c, TIDE_INT32, &req)
-                    : tide_allgather(world, TIDE_IN_PLACE, buf, c, TIDE_INT32);
-        own_finish(rc, req, posted);
-        for (int q = 0; q < n; q++)
-            for (size_t i = 0; i < c; i++)
-                EXPECT(buf[(size_t)q * c + i] == own_value(q, (int)i, k),
-                       "call %d: allgather block %d [%zu] %d", k, q, i, buf[(size_t)q * c + i]);
-
-        /* sendbuf at block 0 of recvbuf on every rank: the copy of
-         * rank 0's block lands on the others' input */
-        for (size_t i = 0; i < c; i++)
-            buf[i] = own_value(r, (int)i, k);
-        rc = posted ? tide_iallgather(world, buf, buf, c, TIDE_INT32, &req)
-                    : tide_allgather(world, buf, buf, c, TIDE_INT32);
-        own_finish(rc, req, posted);
-        for (int q = 0; q < n; q++)
-            for (size_t i = 0; i < c; i++)
-                EXPECT(buf[(size_t)q * c + i] == own_value(q, (int)i, k),
-                       "call %d: allgather from block 0, block %d [%zu] %d", k, q, i,
-                       buf[(size_t)q * c + i]);
+        own_fill(buf + (size_t)r * c, c, r, k);
+        own_allgather(world, k, c, posted, TIDE_IN_PLACE, buf, "allgather in place");
+        own_fill(buf, c, r, k);
+        own_allgather(world, k, c, posted, buf, buf, "allgather from block 0");
     }
 }
 
@@ -595,30 +602,39 @@ static void expect_allreduce_on(tide_comm *comm, const char *want, const char *w
 /* The same call again and again, with TIDE_ALGO_ALLREDUCE and
  * TIDE_BOARDS set, replaced (in place: neither is the environment's
  * last entry then) and unset between calls, and other variables added:
- * each call runs what the environment says at that moment. */
+ * each call runs what the environment says at that moment.  A step sets
+ * name to value (NULL: unsets it), then, if want is not NULL, calls. */
+static const struct env_step {
+    const char *name, *value, *want;
+} env_steps[] = {
+    {"TIDE_BOARDS", "1", NULL},
+    {"TIDE_TEST_AFTER_BOARDS", "1", "board"},
+    {"TIDE_BOARDS", "0", "recursive_doubling"},
+    {"TIDE_BOARDS", "1", "board"},
+    {"TIDE_ALGO_ALLREDUCE", "ring", "ring"},
+    {"TIDE_TEST_AFTER_ALGO", "1", "ring"},
+    {"TIDE_ALGO_ALLREDUCE", "recursive_doubling", "recursive_doubling"},
+    {"TIDE_ALGO_ALLREDUCE", NULL, "board"},
+    {"TIDE_BOARDS", NULL, NULL},
+    {"TIDE_TEST_AFTER_BOARDS", NULL, NULL},
+    {"TIDE_TEST_AFTER_ALGO", NULL, "board"},
+};
+
 static void env_body(tide_comm *world, void *arg)
 {
     (void)arg;
     expect_allreduce_on(world, "board", "at first");
-    setenv("TIDE_BOARDS", "1", 1);
-    setenv("TIDE_TEST_AFTER_BOARDS", "1", 1);
-    expect_allreduce_on(world, "board", "TIDE_BOARDS=1");
-    setenv("TIDE_BOARDS", "0", 1);
-    expect_allreduce_on(world, "recursive_doubling", "TIDE_BOARDS=0, replaced");
-    setenv("TIDE_BOARDS", "1", 1);
-    expect_allreduce_on(world, "board", "TIDE_BOARDS=1 again");
-    setenv("TIDE_ALGO_ALLREDUCE", "ring", 1);
-    expect_allreduce_on(world, "ring", "TIDE_ALGO_ALLREDUCE=ring");
-    setenv("TIDE_TEST_AFTER_ALGO", "1", 1);
-    expect_allreduce_on(world, "ring", "another variable added");
-    setenv("TIDE_ALGO_ALLREDUCE", "recursive_doubling", 1);
-    expect_allreduce_on(world, "recursive_doubling", "its value replaced");
-    unsetenv("TIDE_ALGO_ALLREDUCE");
-    expect_allreduce_on(world, "board", "TIDE_ALGO_ALLREDUCE unset");
-    unsetenv("TIDE_BOARDS");
-    unsetenv("TIDE_TEST_AFTER_BOARDS");
-    unsetenv("TIDE_TEST_AFTER_ALGO");
-    expect_allreduce_on(world, "board", "all unset");
+    for (size_t i = 0; i < sizeof env_steps / sizeof env_steps[0]; i++) {
+        const struct env_step *st = &env_steps[i];
+        char why[96];
+        snprintf(why, sizeof why, "step %zu: %s=%s", i, st->name, st->value ? st->value : "(unset)");
+        if (st->value)
+            setenv(st->name, st->value, 1);
+        else
+            unsetenv(st->name);
+        if (st->want)
+            expect_allreduce_on(world, st->want, why);
+    }
 }
 
 static void choice_follows_the_environment(void **state)
