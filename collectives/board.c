@@ -375,13 +375,14 @@ static void comm_board_check(tide_comm *comm)
 /* Whether peer q's board shows `word` >= seq, our last publication's
  * sequence (the gate's, before we publish) or this collective's (after).
  * For `posted` the header of the slot seq most likely went to (the one
- * we published it in: part_of's guess) is looked at first: a reader that sees its part there has the header and a tiny
- * part in the same crossing (engine/board.h), where `posted` took one
- * crossing and the header another.  A few percent on 2 ranks here, 8 B
- * all-reduce, blocking: 0.61-0.86 us (median 0.645) against 0.63-0.82
- * (0.685) in 8 interleaved runs; a line crossing between these two
- * cores costs about 200 ns.  `posted` covers the other slot, and a peer
- * that went past seq without publishing. */
+ * we published it in: part_of's guess) is looked at first: a reader
+ * that sees its part there has the header and a tiny part in the same
+ * crossing (engine/board.h), where `posted` took one crossing and the
+ * header another.  A few percent on 2 ranks here, 8 B all-reduce,
+ * blocking: 0.61-0.86 us (median 0.645) against 0.63-0.82 (0.685) in 8
+ * interleaved runs; a line crossing between these two cores costs about
+ * 200 ns.  `posted` covers the other slot, and a peer that went past
+ * seq without publishing. */
 static bool shows(const struct tide__board_op *op, int q, size_t word_off, uint64_t seq)
 {
     struct board *b = op->bc->peer[q];
@@ -892,7 +893,8 @@ static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
 void tide__board_direct_clear(struct tide__board_op *op)
 {
     tide__req_clear(&op->c.req, offsetof(struct tide__coll, msg));
-    memset(&op->algo, 0, offsetof(struct tide__board_op, watch) - offsetof(struct tide__board_op, algo));
+    size_t from = offsetof(struct tide__board_op, algo);
+    memset(&op->algo, 0, offsetof(struct tide__board_op, watch) - from);
 }
 
 enum tide__direct tide__board_direct(struct tide__board_op *op, const struct tide__board_algo *algo)

@@ -6,9 +6,9 @@
  * mismatched calls between two boards and between a board and a
  * message algorithm, the direct path of blocking calls and its
  * hand-overs, collectives whose result goes where a rank's input is,
- * the choice of algorithm as the environment changes, a broadcast's root that ends once published (running ahead of its
- * readers; mismatched roots told late), and 16 ranks (oversubscribed
- * here). */
+ * the choice of algorithm as the environment changes, a broadcast's
+ * root that ends once published (running ahead of its readers;
+ * mismatched roots told late), and 16 ranks (oversubscribed here). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
