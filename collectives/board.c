@@ -524,7 +524,17 @@ static const uint8_t *own_part(struct tide__board_op *op, const void *src, size_
     return op->mine;
 }
 
-static void publish(struct tide__board_op *op)
+/* Tell the peers that sleep (transport.h, board_raise: a fence, then
+ * their `sleeping` words). */
+static void raise_posted(struct tide__board_op *op)
+{
+    struct tide__transport *tp = op->c.req.ctx->tp;
+    tp->ops->board_raise(tp, op->bc->others, op->bc->n - 1);
+}
+
+/* Our part, header and `posted` into our board; raise_posted must
+ * follow before we wait for anything. */
+static void publish_quietly(struct tide__board_op *op)
 {
     struct tide__board_comm *bc = op->bc;
     struct board *b = bc->mine;
@@ -544,8 +554,12 @@ static void publish(struct tide__board_op *op)
     bc->last_pub = seq;
     bc->unread = reads_of(op) == TIDE__READS_NONE ? seq : 0;
     op->parts[op->me] = own_part(op, src, bytes);
-    struct tide__transport *tp = op->c.req.ctx->tp;
-    tp->ops->board_raise(tp, bc->others, bc->n - 1);
+}
+
+static void publish(struct tide__board_op *op)
+{
+    publish_quietly(op);
+    raise_posted(op);
 }
 
 enum part { PART_OK, PART_MISMATCH, PART_GONE, PART_SKIPPED };
@@ -869,13 +883,22 @@ static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
     c->req.seq = seq;
     if (tide__notes_waiting(ctx, comm, seq))
         return TIDE__DIRECT_NUMBERED; /* a peer's word on it came first */
-    publish(op);
-    /* The clock is read while the peers' parts cross, not after them,
-     * where it lengthened every call by a clock read (30-45 ns in this
-     * VM): the collective ends within a look or two of this reading, or
-     * of await's latest. */
+    /* The raise's fence waits until our stores own their lines, which
+     * the peers read last time: a crossing.  Read the clock and look at
+     * the parts first, and the look's crossing overlaps it (the clock
+     * read, 30-45 ns in this VM, is off the path from one call to the
+     * next too: the collective ends within a look or two of it, or of
+     * await's latest).  2 ranks, 8 B, 8-10 interleaved runs against
+     * raising at once: all-reduce median 0.475 us against 0.585,
+     * reduce-scatter 0.51 against 0.60, broadcast 0.525 against 0.60,
+     * all-gather 0.41 against 0.445; 512 B and 4 KiB within 3 %. */
+    publish_quietly(op);
     uint64_t end = tide__ctx_now(ctx);
-    if (!await(op, parts_ready, patience(ctx), &end) || !parts_plain(op))
+    int peer;
+    op->next = 0;
+    bool ready = parts_ready(op, &peer);
+    raise_posted(op);
+    if ((!ready && !await(op, parts_ready, patience(ctx), &end)) || !parts_plain(op))
         return TIDE__DIRECT_PUBLISHED;
     op->algo->read(op);
     ended_alone(bc, seq);

@@ -2,15 +2,17 @@
  * shared memory, beyond the collectives matrix (which forces them on 2,
  * 3, 4 and 8 ranks): many in flight on several communicators between
  * message collectives, more communicators made and freed than a rank has
- * boards, a rank killed while its peers wait on its flag, a late rank,
- * mismatched calls between two boards and between a board and a
- * message algorithm, the direct path of blocking calls and its
- * hand-overs, collectives whose result goes where a rank's input is,
- * the choice of algorithm as the environment changes, a broadcast's
- * root that ends once published (running ahead of its readers;
- * mismatched roots told late), and 16 ranks (oversubscribed here). */
+ * boards, a rank killed while its peers wait on its flag, a late rank
+ * (and the doorbell its publication rings), mismatched calls between
+ * two boards and between a board and a message algorithm, the direct
+ * path of blocking calls and its hand-overs, collectives whose result
+ * goes where a rank's input is, the choice of algorithm as the
+ * environment changes, a broadcast's root that ends once published
+ * (running ahead of its readers; mismatched roots told late), and 16
+ * ranks (oversubscribed here). */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -333,6 +336,94 @@ static void late_rank_then_still_works(void **state)
 {
     (void)state;
     assert_int_equal(run_on_shm(3, 1.0, late_body, NULL), 0);
+}
+
+/* ---- a late rank's publication wakes a sleeping peer ---- */
+
+#define WAKE_ROUNDS 9
+#define WAKE_LATE_US 20000
+/* A peer asleep in its wait notices a publication nobody rang for at
+ * its next look: medians of 2.0 ms here (11-12 ms under tide-run's
+ * binding); rung, 0.1-0.2 ms. */
+#define WAKE_MAX_US 1000.0
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Rank 1 calls a blocking all-reduce 20 ms after rank 0, which has gone
+ * to sleep waiting for it by then; rank 1's call ends on its direct
+ * path (its peer's part is there) and must ring rank 0's doorbell on
+ * the way: rank 0 returns within WAKE_MAX_US of rank 1's call (the
+ * median of WAKE_ROUNDS, so one stall of this VM does not decide). */
+static void wake_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world);
+    double late[WAKE_ROUNDS];
+    int direct = 0;
+    for (int k = 0; k < WAKE_ROUNDS; k++) {
+        float x = 1, y = 0;
+        EXPECT_OK(tide_barrier(world));
+        double called = 0;
+        if (r == 1) {
+            usleep(WAKE_LATE_US);
+            called = now_s();
+        }
+        uint64_t ended = world->ctx->board_direct_ended;
+        EXPECT_OK(tide_allreduce(world, &x, &y, 1, TIDE_FLOAT32, TIDE_SUM));
+        direct += world->ctx->board_direct_ended > ended;
+        double returned = now_s();
+        if (r == 1)
+            usleep(WAKE_LATE_US); /* its next call rings too: not yet */
+        EXPECT(y == 2.0f, "round %d: %g", k, (double)y);
+        double t[2] = {called, r == 0 ? returned : 0}, m[2] = {0, 0};
+        EXPECT_OK(tide_allreduce(world, t, m, 2, TIDE_FLOAT64, TIDE_MAX));
+        late[k] = (m[1] - m[0]) * 1e6;
+    }
+    if (r == 1)
+        EXPECT(direct > WAKE_ROUNDS / 2, "%d of the %d late calls ended on the direct path",
+               direct, WAKE_ROUNDS);
+    qsort(late, WAKE_ROUNDS, sizeof late[0], by_value);
+    EXPECT(late[WAKE_ROUNDS / 2] < WAKE_MAX_US, "rank 0 returned a median %.0f us after the "
+           "late rank's call (%.0f-%.0f): its doorbell was not rung", late[WAKE_ROUNDS / 2],
+           late[0], late[WAKE_ROUNDS - 1]);
+}
+
+/* A rank of wake_body on a CPU of its own, as tide-run binds: its
+ * progress thread shares that CPU and sleeps soon, where one with a CPU
+ * to itself keeps looking a while (progress.c) and would see the part
+ * unrung. */
+static int wake_rank(int rank, int port, void *arg)
+{
+    (void)arg;
+    cpu_set_t mask, one;
+    CPU_ZERO(&one);
+    if (sched_getaffinity(0, sizeof mask, &mask) == 0) {
+        int want = rank % CPU_COUNT(&mask);
+        for (int c = 0, seen = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &mask) && seen++ == want)
+                CPU_SET(c, &one);
+        EXPECT(sched_setaffinity(0, sizeof one, &one) == 0, "binding rank %d", rank);
+    }
+    struct harness_opts o;
+    harness_defaults(&o);
+    tide_config cfg;
+    harness_config(&cfg, rank, 2, port, "0123456789abcdef0123456789abcdef", &o);
+    snprintf(cfg.transport, sizeof cfg.transport, "shm");
+    tide_comm *world;
+    EXPECT_OK(tide_init_with(&world, &cfg));
+    wake_body(world, NULL);
+    EXPECT_OK(tide_finalize(world));
+    return 0;
+}
+
+static void late_publication_wakes_a_sleeper(void **state)
+{
+    (void)state;
+    assert_int_equal(harness_run_raw(2, 60, wake_rank, NULL), 0);
 }
 
 /* ---- mismatched calls ---- */
@@ -798,6 +889,7 @@ int main(void)
         cmocka_unit_test(rank_killed_while_peers_wait),
         cmocka_unit_test(peers_left_before_we_looked),
         cmocka_unit_test(late_rank_then_still_works),
+        cmocka_unit_test(late_publication_wakes_a_sleeper),
         cmocka_unit_test(mismatch_between_boards),
         cmocka_unit_test(mismatch_board_against_messages),
         cmocka_unit_test(mismatch_tiny_part_against_slot),
