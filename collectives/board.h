@@ -96,6 +96,8 @@ struct tide__board_op {
     int next;                      /* where the next look resumes */
     int n, me;
     uint8_t *mine;                 /* our published slot's data */
+    bool line2;                    /* our part went into the header's second line:
+                                      the peers' most likely did too */
     uint8_t own_tiny[BOARD_TINY];  /* a tiny part of ours, to read (own_part) */
     const uint8_t **parts;         /* [n] each rank's part of this collective */
     uint64_t prev;                 /* the board collective before it here; 0: none */

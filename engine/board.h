@@ -16,11 +16,14 @@
  *   +512   slot 0 header (struct board_slot_head), +640 slot 1 header
  *   +1024  slot 0 data (BOARD_SLOT bytes), then slot 1 data
  *
- * A part of BOARD_TINY bytes or fewer goes into its header's first
- * cache line, beside the sequence and signature (sig.len says so), not
- * into the slot's data: a reader watching that line then has all of it
- * in one crossing between cores, where the data line would take a
- * second (2 ranks, 8 B all-reduce here: see collectives/board.c).
+ * A part of BOARD_TINY bytes or fewer goes into its header, after the
+ * sequence and signature (sig.len says so), not into the slot's data: a
+ * reader watching the header then has it in the same crossing between
+ * cores, where the data line would take a second (2 ranks, 8 B
+ * all-reduce here: see collectives/board.c).  Up to 8 bytes share the
+ * header's first cache line; the rest fill the second line of its pair,
+ * which the adjacent-line prefetcher (and the reader's prefetch) brings
+ * with the first.
  *
  * The words sit 128 bytes apart because adjacent-line prefetchers fetch
  * cache lines in pairs: a word a peer spins on shares no pair with one
@@ -43,7 +46,8 @@
 #define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT) /* keeps every board 1 KiB-aligned */
 #define BOARD_AREA_BYTES (BOARD_DIR_BYTES + (size_t)BOARD_COUNT * BOARD_STRIDE)
 
-#define BOARD_TINY 8
+#define BOARD_TINY (128 - 8 - sizeof(struct tide__frame)) /* 72 */
+#define BOARD_TINY_LINE 8 /* of which in the header's first line */
 
 struct board_slot_head {
     _Atomic uint64_t seq;   /* the collective whose part the slot holds */
@@ -51,7 +55,6 @@ struct board_slot_head {
                                len: bytes of the part held in tiny (0: in
                                the slot's data) */
     uint8_t tiny[BOARD_TINY];
-    uint8_t pad[128 - 8 - sizeof(struct tide__frame) - BOARD_TINY];
 };
 
 struct board {
@@ -67,8 +70,9 @@ struct board {
 };
 
 _Static_assert(sizeof(struct board) == BOARD_STRIDE, "board layout");
-_Static_assert(offsetof(struct board_slot_head, tiny) + BOARD_TINY <= 64,
-               "a tiny part shares its header's first cache line");
+_Static_assert(sizeof(struct board_slot_head) == 128, "a header fills a pair of cache lines");
+_Static_assert(offsetof(struct board_slot_head, tiny) + BOARD_TINY_LINE <= 64,
+               "a part of BOARD_TINY_LINE bytes shares its header's first cache line");
 _Static_assert(BOARD_COUNT * sizeof(uint64_t) <= BOARD_DIR_BYTES, "board directory");
 
 static inline _Atomic uint64_t *board_dir(uint8_t *area)

@@ -482,12 +482,15 @@ static void mismatch_tiny_part_against_slot(void **state)
 /* ---- the direct path of blocking calls ---- */
 
 /* One blocking board collective of each kind in turn, checked: allreduce
- * of 1-16 ints, allgather, reduce_scatter, broadcast from a moving root. */
+ * of 1-20 ints, allgather, reduce_scatter, broadcast from a moving root.
+ * Each kind meets every count, so parts of 8 bytes and fewer (the
+ * header's first line), up to 72 (its second) and above (the slot's
+ * data) all come by, on either side of each edge. */
 static void one_blocking(tide_comm *world, int k)
 {
     int r = tide_comm_rank(world), n = tide_comm_size(world);
-    int32_t in[16 * 8], out[16 * 8];
-    int count = 1 + k % 16;
+    int32_t in[20 * 8], out[20 * 8];
+    int count = 1 + (k / 4) % 20;
     for (int i = 0; i < count * n; i++)
         in[i] = r * 1000 + i + k;
     switch (k % 4) {
