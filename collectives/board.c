@@ -624,16 +624,37 @@ static bool take_part(struct tide__board_op *op, int q)
     }
 }
 
-/* Ask for the first line of every part we read before the headers are
- * checked, so that the two cache misses a part costs overlap (2 ranks,
- * 8 B, blocking: 0.65-0.82 us against 0.79-0.92 without); a tiny part
- * came with its header. */
+/* Ask for the lines we read of every part (the algorithm's span, at
+ * most PREFETCH_PART_LINES of each and PREFETCH_LINES in all) before
+ * the headers are checked, so that their crossings overlap with each
+ * other and with the checks; a tiny part came with its header.  2
+ * ranks, blocking, 8 interleaved runs, prefetching one line against
+ * the span: all-reduce 512 B 0.765 us against 0.675, 4 KiB 1.72
+ * against 1.35 (32 KiB: no change, the hardware's own prefetch has it
+ * by then); reduce-scatter 512 B 0.75 against 0.685; all-gather 4 KiB
+ * 1.24 against 1.21.  (One line against none: 8 B 0.65-0.82 against
+ * 0.79-0.92.) */
+#define PREFETCH_PART_LINES 64
+#define PREFETCH_LINES 128
+
 static void prefetch_parts(const struct tide__board_op *op, enum tide__board_reads reads)
 {
     int slot = (int)((op->bc->pubs + 1) % 2); /* part_of's first guess */
-    for (int q = next_read(op, reads, 0); q < op->n; q = next_read(op, reads, q + 1))
-        if (!op->bc->peer[q]->head[slot].sig.len)
-            __builtin_prefetch(op->bc->peer[q]->data[slot]);
+    size_t off = 0;
+    size_t len = op->algo->span ? op->algo->span(op, &off) : op->c.count * op->c.esize;
+    size_t parts = reads == TIDE__READS_ALL ? (size_t)op->n - 1 : 1;
+    size_t lines = (off % 64 + len + 63) / 64, most = PREFETCH_LINES / parts;
+    if (lines > PREFETCH_PART_LINES)
+        lines = PREFETCH_PART_LINES;
+    if (lines > most)
+        lines = most ? most : 1;
+    for (int q = next_read(op, reads, 0); q < op->n; q = next_read(op, reads, q + 1)) {
+        if (op->bc->peer[q]->head[slot].sig.len)
+            continue;
+        const uint8_t *at = op->bc->peer[q]->data[slot] + off / 64 * 64;
+        for (size_t l = 0; l < lines; l++)
+            __builtin_prefetch(at + 64 * l);
+    }
 }
 
 static bool take_parts(struct tide__board_op *op)

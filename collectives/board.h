@@ -79,6 +79,9 @@ struct tide__board_algo {
     bool (*own)(const struct tide__board_op *op, const void *src);
     /* Whose parts this rank reads (NULL: every peer's). */
     enum tide__board_reads (*reads)(const struct tide__board_op *op);
+    /* The bytes of each such part that read takes, from *off (NULL: all
+     * count elements of it, from 0): what board.c prefetches. */
+    size_t (*span)(const struct tide__board_op *op, size_t *off);
     /* Every part it reads is posted and checked (op->parts): reduce or
      * copy.  true: the result is complete; false (two-phase): our
      * reduced share is in our slot, raise `reduced` and wait for all. */

@@ -29,7 +29,7 @@ static bool copy_blocks(struct tide__board_op *op)
     return true;
 }
 
-static const struct tide__board_algo hooks = {own_block, own, NULL, copy_blocks, NULL};
+static const struct tide__board_algo hooks = {own_block, own, NULL, NULL, copy_blocks, NULL};
 
 static void start(tide_req *req)
 {

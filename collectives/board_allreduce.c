@@ -54,6 +54,15 @@ static void share(const struct tide__board_op *op, int q, size_t *lo, size_t *le
     *len = tide__stage_share_off(op->c.count, op->n, q + 1) - *lo;
 }
 
+/* The first phase reads our share of every part. */
+static size_t my_share(const struct tide__board_op *op, size_t *off)
+{
+    size_t lo, len;
+    share(op, op->me, &lo, &len);
+    *off = lo * op->c.esize;
+    return len * op->c.esize;
+}
+
 static bool reduce_share(struct tide__board_op *op)
 {
     struct tide__coll *c = &op->c;
@@ -77,8 +86,8 @@ static void copy_shares(struct tide__board_op *op)
     }
 }
 
-static const struct tide__board_algo one_shot_algo = {whole, own, NULL, one_shot, NULL};
-static const struct tide__board_algo two_phase_algo = {whole, own, NULL, reduce_share,
+static const struct tide__board_algo one_shot_algo = {whole, own, NULL, NULL, one_shot, NULL};
+static const struct tide__board_algo two_phase_algo = {whole, own, NULL, my_share, reduce_share,
                                                         copy_shares};
 
 static void start_one_shot(tide_req *req)

@@ -31,7 +31,7 @@ static bool copy_out(struct tide__board_op *op)
     return true;
 }
 
-static const struct tide__board_algo hooks = {root_data, NULL, reads, copy_out, NULL};
+static const struct tide__board_algo hooks = {root_data, NULL, reads, NULL, copy_out, NULL};
 
 static void start(tide_req *req)
 {

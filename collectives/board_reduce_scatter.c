@@ -21,6 +21,14 @@ static bool own(const struct tide__board_op *op, const void *src)
            op->me < 2;
 }
 
+/* Of every part, we read our block. */
+static size_t my_block(const struct tide__board_op *op, size_t *off)
+{
+    const struct tide__coll *c = &op->c;
+    *off = tide__blk_off(c, op->me) * c->esize;
+    return tide__blk_len(c, op->me) * c->esize;
+}
+
 static bool reduce_block(struct tide__board_op *op)
 {
     struct tide__coll *c = &op->c;
@@ -32,7 +40,7 @@ static bool reduce_block(struct tide__board_op *op)
     return true;
 }
 
-static const struct tide__board_algo hooks = {whole, own, NULL, reduce_block, NULL};
+static const struct tide__board_algo hooks = {whole, own, NULL, my_block, reduce_block, NULL};
 
 static void start(tide_req *req)
 {
