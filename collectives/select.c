@@ -188,7 +188,14 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
  * path), the 2-rank broadcast below 1 KiB took 0.59-0.80 us on boards
  * against 0.71-1.26 for the tree (4 KiB 1.2-1.3 against 3.0-3.1): boards
  * at every size on 2 ranks now too.  (Posted and waited, on the 2-core
- * machine, the tree kept a lead of 0.1-0.5 us at 8 B there.) */
+ * machine, the tree kept a lead of 0.1-0.5 us at 8 B there.)  And to
+ * the slot's 64 KiB: the tree's one message, a single copy, was thought
+ * to win there, but took 6.9-7.4 us against the board's 3.1-3.2
+ * (2026-11-27, an AMD EPYC 2-core machine, 6 interleaved runs).  (On
+ * that machine the 2-rank all-gather of 64 KiB took 3.9-4.2 us on
+ * boards against 4.5-5.1 by messages, the reverse of the figures above
+ * from another 2-core machine: left to messages until the 16-core host
+ * says.) */
 static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
     int n = comm->size;
@@ -208,8 +215,6 @@ static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, si
     case TIDE_KIND_REDUCE_SCATTER:
         return &tide__algo_board_reduce_scatter;
     case TIDE_KIND_BROADCAST:
-        if (n == 2 && bytes > (32u << 10))
-            return NULL; /* from 64 KiB the tree's one message is a single copy */
         return bytes >= (1u << 10) || n == 2 || n >= 8 ? &tide__algo_board_bcast : NULL;
     default:
         return NULL;
