@@ -503,7 +503,7 @@ static bool watch_ready(struct tide__watch *w, int *peer)
 static void wait_for(struct tide__board_op *op, int peer)
 {
     tide__msg *m = &op->wmsg;
-    memset(m, 0, sizeof *m);
+    tide__zero(m, sizeof *m);
     m->dir = TIDE_MSG_WATCH;
     m->peer = peer;
     m->hdr.comm_id = op->c.req.comm->id;
@@ -960,7 +960,7 @@ void tide__board_direct_clear(struct tide__board_op *op)
 {
     tide__req_clear(&op->c.req, offsetof(struct tide__coll, msg));
     size_t from = offsetof(struct tide__board_op, algo);
-    memset(&op->algo, 0, offsetof(struct tide__board_op, watch) - from);
+    tide__zero(&op->algo, offsetof(struct tide__board_op, watch) - from);
 }
 
 enum tide__direct tide__board_direct(struct tide__board_op *op, const struct tide__board_algo *algo)

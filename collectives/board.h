@@ -101,15 +101,16 @@ struct tide__board_op {
     uint8_t *mine;                 /* our published slot's data */
     bool line2;                    /* our part went into the header's second line:
                                       the peers' most likely did too */
-    uint8_t own_tiny[BOARD_TINY];  /* a tiny part of ours, to read (own_part) */
     const uint8_t **parts;         /* [n] each rank's part of this collective */
     uint64_t prev;                 /* the board collective before it here; 0: none */
     struct started *started;       /* its place in the communicator's order */
     int skipper;                   /* the world rank that skipped it (PH_SKIPPED) */
     /* Last, since the direct path leaves them, and c.msg, unzeroed
-     * (tide__board_direct_clear): only a request waits on a watch. */
+     * (tide__board_direct_clear): only a request waits on a watch, and
+     * own_tiny is written before it is read. */
     struct tide__watch watch;
     tide__msg wmsg;
+    uint8_t own_tiny[BOARD_TINY];  /* a tiny part of ours, to read (own_part) */
 };
 
 /* The op vtable's parts: an algorithm's start calls tide__board_start

@@ -50,7 +50,7 @@ static void part_done(tide_req *part, void *arg)
 
 void tide__req_post_part(tide_req *req, tide__msg *m, tide_req *part)
 {
-    memset(m, 0, sizeof *m);
+    tide__zero(m, sizeof *m);
     m->dir = TIDE_MSG_OP;
     m->peer = -1;
     m->buf = part;
