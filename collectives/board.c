@@ -865,6 +865,8 @@ static bool await(struct tide__board_op *op, bool (*cond)(struct tide__board_op 
     for (unsigned i = 1;; i++) {
         if (cond(op, &peer))
             return true;
+        if (i == 1)
+            tide__progress_announce(ctx, &op->announced);
         if (yielding)
             tide__spin_yield();
         else
@@ -974,12 +976,11 @@ enum tide__direct tide__board_direct(struct tide__board_op *op, const struct tid
     op->n = comm->size;
     op->me = comm->rank;
     op->parts = parts;
-    bool announced;
-    if (!tide__progress_enter(ctx, patience(ctx), &announced))
+    if (!tide__progress_enter(ctx, patience(ctx), &op->announced))
         return TIDE__DIRECT_DECLINED;
     uint64_t now = 0;
     enum tide__direct end = run_direct(op, &now);
-    tide__progress_leave(ctx, announced, now ? now : tide__ctx_now(ctx));
+    tide__progress_leave(ctx, op->announced, now ? now : tide__ctx_now(ctx));
     op->parts = NULL; /* our stack's */
     return end;
 }

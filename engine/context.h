@@ -646,13 +646,16 @@ void tide__progress_release(struct tide__ctx *ctx);
 
 /* A caller that will run a short operation on its own thread with no
  * request (collectives/board.h, the direct path): take the drive right,
- * announced as a waiter if another thread holds it or the progress
- * thread shares this CPU (it parks then), waiting up to patience_ns,
- * and start what was posted before (operations start in the
- * order they were posted).  False, having taken nothing: another thread
- * kept it, or ctx is not driven by the reactor (a simulated rank).
- * tide__progress_leave gives it back; now: ctx's clock, read already. */
+ * announced as a waiter if another thread holds it, waiting up to
+ * patience_ns, and start what was posted before (operations start in
+ * the order they were posted).  False, having taken nothing: another
+ * thread kept it, or ctx is not driven by the reactor (a simulated
+ * rank).  Before it waits for anything else with the right held, the
+ * caller calls tide__progress_announce: a progress thread sharing this
+ * CPU then parks.  tide__progress_leave gives the right back; now:
+ * ctx's clock, read already. */
 bool tide__progress_enter(struct tide__ctx *ctx, uint64_t patience_ns, bool *announced);
+void tide__progress_announce(struct tide__ctx *ctx, bool *announced);
 void tide__progress_leave(struct tide__ctx *ctx, bool announced, uint64_t now);
 
 /* The holder of the drive right: turn until req completes or deadline,

@@ -292,12 +292,6 @@ bool tide__progress_enter(struct tide__ctx *ctx, uint64_t patience_ns, bool *ann
     *announced = false;
     if (ctx->drive != &tide__drive_reactor)
         return false;
-    /* A progress thread on our CPU parks while we are announced; else it
-     * wakes every NAP_NS to find the lock held, on the CPU we wait on. */
-    if (!ctx->inline_mode && !ctx->place.own) {
-        tide__progress_wait_begin(ctx);
-        *announced = true;
-    }
     uint64_t until = 0;
     while (!tide__progress_try_drive(ctx)) {
         if (!*announced) { /* the progress thread lets go at its next turn */
@@ -318,15 +312,29 @@ bool tide__progress_enter(struct tide__ctx *ctx, uint64_t patience_ns, bool *ann
     return true;
 }
 
+void tide__progress_announce(struct tide__ctx *ctx, bool *announced)
+{
+    /* A progress thread on our CPU parks while we are announced; else it
+     * wakes every NAP_NS to find the lock held, on the CPU we wait on.
+     * Not before we wait: most direct calls find their peers on time, and
+     * the count's two read-modify-writes (the last one out's too) were
+     * a tenth of a 2-rank 8 B broadcast here. */
+    if (*announced || ctx->inline_mode || ctx->place.own)
+        return;
+    tide__progress_wait_begin(ctx);
+    *announced = true;
+}
+
 void tide__progress_leave(struct tide__ctx *ctx, bool announced, uint64_t now)
 {
     tide__progress_release(ctx);
     /* As a wait's end (see GRACE_NS), at the time the caller read: a
-     * clock read costs 30-45 ns in a VM, 4 % of a 2-rank 8 B call. */
+     * clock read costs 30-45 ns in a VM, 4 % of a 2-rank 8 B call.  The
+     * progress thread only reads it: no order with anything else. */
     if (announced)
         wait_end_at(ctx, now);
     else if (!ctx->inline_mode)
-        atomic_store(&ctx->last_wait_ns, now);
+        atomic_store_explicit(&ctx->last_wait_ns, now, memory_order_release);
 }
 
 /* Spinning past TIDE_SPIN_US pays while nobody else wants this CPU (the
