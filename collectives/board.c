@@ -535,9 +535,11 @@ static size_t tiny_max(const struct tide__board_op *op)
  * 1.42-1.57. */
 static const uint8_t *own_part(struct tide__board_op *op, const void *src, size_t bytes)
 {
-    if (bytes && op->algo->own && op->algo->own(op, src))
+    if (!bytes || reads_of(op) == TIDE__READS_NONE)
+        return op->mine; /* read takes nothing here (a broadcast's root) */
+    if (op->algo->own && op->algo->own(op, src))
         return src;
-    if (bytes && bytes <= tiny_max(op)) {
+    if (bytes <= tiny_max(op)) {
         memcpy(op->own_tiny, src, bytes);
         return op->own_tiny;
     }
