@@ -516,9 +516,10 @@ static void wait_for(struct tide__board_op *op, int peer)
 
 /* The most bytes of a part that go into its header (engine/board.h).
  * A broadcast's only where they share the first line: its readers wait
- * for the root's header and prefetch nothing else, and from 9 to 64
- * bytes in the second line the 2-rank loop took 0.60 us a call against
- * 0.49 from the slot's data. */
+ * on the root's header, and 64 bytes in the second line took the 2-rank
+ * loop 0.60 us a call against 0.49 from the slot's data (0.50 against
+ * 0.47 with the second line prefetched at every look, as shows does for
+ * the others). */
 static size_t tiny_max(const struct tide__board_op *op)
 {
     return reads_of(op) == TIDE__READS_ALL ? BOARD_TINY : BOARD_TINY_LINE;
@@ -630,11 +631,12 @@ static bool take_part(struct tide__board_op *op, int q)
  * most PREFETCH_PART_LINES of each and PREFETCH_LINES in all) before
  * the headers are checked, so that their crossings overlap with each
  * other and with the checks; a tiny part came with its header.  2
- * ranks, blocking, 8 interleaved runs, prefetching one line against
- * the span: all-reduce 512 B 0.765 us against 0.675, 4 KiB 1.72
- * against 1.35 (32 KiB: no change, the hardware's own prefetch has it
- * by then); reduce-scatter 512 B 0.75 against 0.685; all-gather 4 KiB
- * 1.24 against 1.21.  (One line against none: 8 B 0.65-0.82 against
+ * ranks, blocking, 8 interleaved runs, the span against the first line
+ * only: all-reduce 512 B 0.68 us against 0.75, 4 KiB 1.365 against
+ * 1.685; reduce-scatter 512 B 0.695 against 0.74, 4 KiB 1.17 against
+ * 1.38; all-gather 512 B 0.67 against 0.705, 4 KiB 1.145 against 1.19
+ * (from 16 KiB no change: the hardware's own prefetcher has the stream
+ * by then).  (The first line against none: 8 B 0.65-0.82 against
  * 0.79-0.92.) */
 #define PREFETCH_PART_LINES 64
 #define PREFETCH_LINES 128
