@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* A receive another peer's frame already claimed (an any-source
  * receive's, see transport.h) waits only to be withdrawn. */
@@ -119,6 +120,30 @@ int tide__match_deliver(const struct tide__unexp *ux, tide__msg *m)
     return st;
 }
 
+/* A large payload gets pages of its own from the kernel, touched only as
+ * its bytes arrive.  malloc's may be filled at once (MALLOC_PERTURB_,
+ * which meson sets for every test): a 256 MiB frame that came before its
+ * receive kept the reactor thread 1.1 s in that memset on a VM whose
+ * page faults are dear, and a rank lost meanwhile went unnoticed as long
+ * (test_failures_tcp's peer_killed). */
+#define PAYLOAD_MAP_MIN ((size_t)1 << 20)
+
+static uint8_t *payload_new(size_t len)
+{
+    if (len < PAYLOAD_MAP_MIN)
+        return malloc(len);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void payload_free(uint8_t *p, size_t len)
+{
+    if (len < PAYLOAD_MAP_MIN)
+        free(p);
+    else if (p)
+        munmap(p, len);
+}
+
 struct tide__unexp *tide__unexp_new(const struct tide__frame *f, const void *data)
 {
     struct tide__unexp *ux = calloc(1, sizeof *ux);
@@ -126,7 +151,7 @@ struct tide__unexp *tide__unexp_new(const struct tide__frame *f, const void *dat
         return NULL;
     ux->hdr = *f;
     if (f->len) {
-        ux->data = malloc((size_t)f->len);
+        ux->data = payload_new((size_t)f->len);
         if (!ux->data) {
             free(ux);
             return NULL;
@@ -142,7 +167,7 @@ void tide__unexp_free(struct tide__unexp *ux)
 {
     if (!ux)
         return;
-    free(ux->data);
+    payload_free(ux->data, (size_t)ux->hdr.len);
     free(ux);
 }
 
