@@ -25,7 +25,8 @@
  * SHM_HDR_REMOTE in its first reserved byte and is followed by a
  * descriptor (the payload's address in the sender, its length); the
  * reader copies the payload straight from the sender with
- * process_vm_readv(2) into the destination, then counts it in the
+ * process_vm_readv(2) into the destination, in pieces of CMA_PIECE
+ * (shm_recv.c: a sender's death fails the next one), then counts it in the
  * ring's `acked`, and the sender completes the message when its count
  * comes up.  Where the kernel refuses (a container without ptrace
  * permission), the pair keeps the ring and says so.  Everywhere it
