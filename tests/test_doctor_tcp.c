@@ -186,8 +186,9 @@ static char *run_case(enum fault fault, int *victim)
 
 static void expect_in(const char *report, const char *want)
 {
-    if (!strstr(report, want))
-        fail_msg("the doctor did not say \"%s\"; it said:\n%s", want, report);
+    if (!report || !strstr(report, want))
+        fail_msg("the doctor did not say \"%s\"; it said:\n%s", want,
+                 report ? report : "(nothing)");
 }
 
 static void doctor_names_the_stopped_rank(void **state)
