@@ -290,11 +290,14 @@ static void perf_times_either_form(void **state)
 
 static void expect_overlap_row(char **f, int n, const void *arg)
 {
-    if (n != 7)
-        fail_msg("a row of %d fields, wanted 7: size overall compute pure overlap post wait", n);
-    double pct = atof(f[4]);
-    if (pct < 0 || pct > 100)
-        fail_msg("overlap %s%% is outside 0..100", f[4]);
+    if (n != 8)
+        fail_msg("a row of %d fields, wanted 8: size overall compute pure overlap post wait "
+                 "median-overlap", n);
+    for (int k = 4; k < 8; k += 3) {
+        double pct = atof(f[k]);
+        if (pct < 0 || pct > 100)
+            fail_msg("overlap %s%% is outside 0..100", f[k]);
+    }
     /* Post and wait are parts of overall. */
     double overall = atof(f[1]), post = atof(f[5]), wait = atof(f[6]);
     if (post < 0 || wait < 0 || post + wait > overall * 1.001 + 0.01)
@@ -307,7 +310,8 @@ static void overlap_runs_both_compute_models(void **state)
     json_path(json, sizeof json);
     static const char *const keys[] = {"tool", "reactor", "op", "ranks", "bytes", "compute", "tests",
                                        "t_pure_us", "t_cpu_us", "t_overall_us", "t_post_us",
-                                       "t_wait_us", "overlap_pct", NULL};
+                                       "t_wait_us", "overlap_pct", "t_pure_median_us",
+                                       "t_exposed_median_us", "overlap_median_pct", NULL};
     const char *busy[] = {"-b", "8", "-e", "64K", "-f", "64", "-n", "3", "-w", "1",
                           "--json", json, NULL};
     struct run r = run_tool("tide-overlap", busy);

@@ -33,6 +33,7 @@ competing for a core.
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -224,21 +225,31 @@ def compute(args, us, units_per_us, work):
 
 def iallreduce_loop(args, tensor, iters, cpu_us, units_per_us):
     """Mean us per call of: post, compute for cpu_us (none if < 0), wait;
-    and of the compute inside them.  A barrier after each call, untimed."""
+    of the compute inside them; and the median of the calls' time outside
+    the compute.  A barrier after each call, untimed."""
     dist.barrier()
     total = computing = 0.0
+    outside = []
     for _ in range(iters):
         t0 = time.perf_counter()
         work = dist.all_reduce(tensor, async_op=True)
         c0 = time.perf_counter()
         if cpu_us >= 0:
             compute(args, cpu_us, units_per_us, work)
-        computing += time.perf_counter() - c0
+        c1 = time.perf_counter()
         work.wait()
-        total += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        computing += c1 - c0
+        total += t1 - t0
+        outside.append((t1 - t0 - (c1 - c0)) * 1e6)
         dist.barrier()
     per = max(iters, 1)
-    return total / per * 1e6, computing / per * 1e6
+    return total / per * 1e6, computing / per * 1e6, statistics.median(outside or [0.0])
+
+
+def hidden_pct(exposed, pure):
+    """100 (1 - exposed / pure), within 0..100 (tools/perf/overlap.c's)."""
+    return min(100.0, max(0.0, 100.0 * (1.0 - exposed / pure))) if pure > 0 else 0.0
 
 
 def overlap(args, rank, n, out):
@@ -248,18 +259,22 @@ def overlap(args, rank, n, out):
             continue
         tensor = pattern(rank, nbytes // 4)
         iallreduce_loop(args, tensor, args.w, -1, units_per_us)
-        pure, _ = iallreduce_loop(args, tensor, args.n, -1, units_per_us)
-        overall, cpu = iallreduce_loop(args, tensor, args.n, pure, units_per_us)
-        pure, cpu, overall = (mean_over_ranks(v) for v in (pure, cpu, overall))
-        pct = max(0.0, 100.0 * (1.0 - (overall - cpu) / pure)) if pure > 0 else 0.0
+        pure, _, pure_med = iallreduce_loop(args, tensor, args.n, -1, units_per_us)
+        overall, cpu, exposed_med = iallreduce_loop(args, tensor, args.n, pure, units_per_us)
+        pure, cpu, overall, pure_med, exposed_med = (
+            mean_over_ranks(v) for v in (pure, cpu, overall, pure_med, exposed_med))
+        pct = hidden_pct(overall - cpu, pure)
+        pct_med = hidden_pct(exposed_med, pure_med)  # as tide-overlap's Med.Ovl
         nb = tensor.numel() * 4
         if rank == 0:
             print(f"overlap {args.compute:6} {nb:10}  pure {pure:10.1f}  cpu {cpu:10.1f}"
-                  f"  overall {overall:10.1f} us  {pct:5.1f} %")
+                  f"  overall {overall:10.1f} us  {pct:5.1f} %  (medians {pct_med:5.1f} %)")
         out.append({"tool": TOOL[args.backend], "op": "allreduce", "ranks": n, "bytes": nb,
                     "compute": args.compute, "tests": args.t, "t_pure_us": round(pure, 3),
                     "t_cpu_us": round(cpu, 3), "t_overall_us": round(overall, 3),
-                    "overlap_pct": round(pct, 2)})
+                    "overlap_pct": round(pct, 2), "t_pure_median_us": round(pure_med, 3),
+                    "t_exposed_median_us": round(exposed_med, 3),
+                    "overlap_median_pct": round(pct_med, 2)})
     return False
 
 

@@ -11,7 +11,12 @@
  *              that spins for t_pure (or a nanosleep of t_pure);
  *   t_cpu      the compute inside those calls, measured there;
  *   overlap    max(0, 100 * (1 - (t_overall - t_cpu) / t_pure)).
- * Each time is then averaged over the ranks, as OSU does.  As in OSU,
+ * Each time is then averaged over the ranks, as OSU does.  Beside it,
+ * the same from medians: the median over the calls of t_overall - t_cpu
+ * (what did not hide in one call) against the median t_pure, averaged
+ * over the ranks.  The two part where a few calls stall: a virtual CPU
+ * descheduled for a millisecond during a 100 us call takes a tenth of a
+ * ten-call mean's overlap, and none of the median's.  As in OSU,
  * every call is followed by a barrier outside the timed part: without
  * it the ranks drift apart (a nanosleep oversleeps by tens of
  * microseconds, differently on each rank), and a rank that posts late
@@ -28,6 +33,7 @@
  * leaves the CPU free, as when the math runs on an accelerator.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "tools/common/bench_common.h"
@@ -53,6 +59,12 @@ struct overlap {
 struct times {
     double pure, cpu, overall;
     double post, wait; /* of overall: in the post, in tide_wait (OSU's Init, Wait) */
+    double pure_median, exposed_median; /* exposed: t_overall - t_cpu of one call */
+};
+
+/* Each call's t_pure, and t_overall - t_cpu, for the medians. */
+struct samples {
+    double *pure, *exposed;
 };
 
 /* ---------------------------------------------------------------- compute */
@@ -100,8 +112,10 @@ static int compute(struct overlap *v, double us, tide_req *req)
 
 /* Post, compute for cpu_us (not at all if < 0), wait; adds the times
  * taken to *t (the whole call to t->pure without compute, to t->overall
- * with).  Then a barrier, untimed. */
-static int one_call(struct overlap *v, const struct bench_shape *s, double cpu_us, struct times *t)
+ * with) and stores the call's t_pure or t_overall - t_cpu in *sample.
+ * Then a barrier, untimed. */
+static int one_call(struct overlap *v, const struct bench_shape *s, double cpu_us, struct times *t,
+                    double *sample)
 {
     struct bench *b = &v->b;
     tide_req *req;
@@ -114,6 +128,7 @@ static int one_call(struct overlap *v, const struct bench_shape *s, double cpu_u
     double t2 = bench_now_s();
     int w = tide_wait(req, -1);
     double t3 = bench_now_s();
+    *sample = (t3 - t0 - (t2 - t1)) * 1e6;
     if (cpu_us < 0) {
         t->pure += (t3 - t0) * 1e6;
     } else {
@@ -129,7 +144,20 @@ static int one_call(struct overlap *v, const struct bench_shape *s, double cpu_u
     return rc ? rc : tide_barrier(b->comm);
 }
 
-static int measure(struct overlap *v, const struct bench_shape *s, struct times *t)
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, long n)
+{
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int measure(struct overlap *v, const struct bench_shape *s, struct samples *each_call,
+                   struct times *t)
 {
     struct bench *b = &v->b;
     long n = b->opt.iters;
@@ -139,28 +167,44 @@ static int measure(struct overlap *v, const struct bench_shape *s, struct times 
         rc = bench_run_once(b, s, false, NULL);
     rc = rc ? rc : tide_barrier(b->comm);
     for (long i = 0; i < n && !rc; i++)
-        rc = one_call(v, s, -1, t);
+        rc = one_call(v, s, -1, t, &each_call->pure[i]);
     t->pure /= (double)n;
     for (long i = 0; i < n && !rc; i++)
-        rc = one_call(v, s, t->pure, t);
-    double *each[] = {&t->pure, &t->cpu, &t->overall, &t->post, &t->wait};
-    for (size_t k = 0; k < sizeof each / sizeof each[0] && !rc; k++) {
-        if (each[k] != &t->pure)
-            *each[k] /= (double)n;
-        rc = bench_mean(b, each[k]);
+        rc = one_call(v, s, t->pure, t, &each_call->exposed[i]);
+    double *sums[] = {&t->cpu, &t->overall, &t->post, &t->wait};
+    for (size_t k = 0; k < sizeof sums / sizeof sums[0]; k++)
+        *sums[k] /= (double)n;
+    if (!rc) {
+        t->pure_median = median(each_call->pure, n);
+        t->exposed_median = median(each_call->exposed, n);
     }
+    double *each[] = {&t->pure, &t->cpu, &t->overall, &t->post, &t->wait, &t->pure_median,
+                      &t->exposed_median};
+    for (size_t k = 0; k < sizeof each / sizeof each[0] && !rc; k++)
+        rc = bench_mean(b, each[k]);
     return rc;
 }
 
 /* ----------------------------------------------------------------- report */
 
-static double overlap_pct(const struct times *t)
+/* 100 * (1 - exposed / pure), within 0..100. */
+static double hidden_pct(double exposed, double pure)
 {
-    if (t->pure <= 0)
+    if (pure <= 0)
         return 0;
     /* Noise can make t_overall < t_cpu; more than all of it cannot hide. */
-    double pct = 100 * (1 - (t->overall - t->cpu) / t->pure);
+    double pct = 100 * (1 - exposed / pure);
     return pct < 0 ? 0 : pct > 100 ? 100 : pct;
+}
+
+static double overlap_pct(const struct times *t)
+{
+    return hidden_pct(t->overall - t->cpu, t->pure);
+}
+
+static double overlap_median_pct(const struct times *t)
+{
+    return hidden_pct(t->exposed_median, t->pure_median);
 }
 
 static void print_header(const struct overlap *v)
@@ -172,8 +216,9 @@ static void print_header(const struct overlap *v)
            b->progress == TIDE_PROGRESS_INLINE ? "inline" : "thread",
            b->opt.compute_sleep ? "sleep" : "busy", b->opt.tests, b->opt.warmup, b->opt.iters);
     printf("# Overall = post + compute + wait; Compute = that compute; a barrier after each call\n");
-    printf("%-12s%14s%14s%17s%13s%11s%11s\n", "# Size", "Overall(us)", "Compute(us)",
-           "Pure Comm.(us)", "Overlap(%)", "Post(us)", "Wait(us)");
+    printf("# Med.Ovl: the overlap from each rank's medians over the calls (stalls aside)\n");
+    printf("%-12s%14s%14s%17s%13s%11s%11s%13s\n", "# Size", "Overall(us)", "Compute(us)",
+           "Pure Comm.(us)", "Overlap(%)", "Post(us)", "Wait(us)", "Med.Ovl(%)");
 }
 
 static void report(struct overlap *v, const struct bench_shape *s, const struct times *t)
@@ -181,8 +226,8 @@ static void report(struct overlap *v, const struct bench_shape *s, const struct 
     const struct bench *b = &v->b;
     if (b->rank != 0)
         return;
-    printf("%-12zu%14.2f%14.2f%17.2f%13.2f%11.2f%11.2f\n", s->bytes, t->overall, t->cpu,
-           t->pure, overlap_pct(t), t->post, t->wait);
+    printf("%-12zu%14.2f%14.2f%17.2f%13.2f%11.2f%11.2f%13.2f\n", s->bytes, t->overall, t->cpu,
+           t->pure, overlap_pct(t), t->post, t->wait, overlap_median_pct(t));
     fflush(stdout);
     FILE *f = bench_json_record(&v->json);
     if (!f)
@@ -192,10 +237,13 @@ static void report(struct overlap *v, const struct bench_shape *s, const struct 
             "\"op\":\"%s\",\"ranks\":%d,"
             "\"bytes\":%zu,"
             "\"compute\":\"%s\",\"tests\":%d,\"t_pure_us\":%.3f,\"t_cpu_us\":%.3f,"
-            "\"t_overall_us\":%.3f,\"t_post_us\":%.3f,\"t_wait_us\":%.3f,\"overlap_pct\":%.2f}",
+            "\"t_overall_us\":%.3f,\"t_post_us\":%.3f,\"t_wait_us\":%.3f,\"overlap_pct\":%.2f,"
+            "\"t_pure_median_us\":%.3f,\"t_exposed_median_us\":%.3f,"
+            "\"overlap_median_pct\":%.2f}",
             tide_comm_reactor(b->comm), bench_transport(b), bench_coll_name(b->opt.coll), b->size,
             s->bytes, b->opt.compute_sleep ? "sleep" : "busy", b->opt.tests, t->pure, t->cpu, t->overall,
-            t->post, t->wait, overlap_pct(t));
+            t->post, t->wait, overlap_pct(t), t->pure_median, t->exposed_median,
+            overlap_median_pct(t));
 }
 
 int main(int argc, char **argv)
@@ -209,15 +257,19 @@ int main(int argc, char **argv)
         return bench_end(b, BENCH_EXIT_USAGE);
     if (b->rank == 0)
         print_header(&v);
-    int rc = 0;
+    struct samples each_call = {calloc((size_t)b->opt.iters, sizeof(double)),
+                                calloc((size_t)b->opt.iters, sizeof(double))};
+    int rc = each_call.pure && each_call.exposed ? 0 : bench_report("calloc", TIDE_ENOMEM);
     for (size_t bytes = b->opt.min_bytes; bytes <= b->opt.max_bytes && !rc;
          bytes = bench_next_size(&b->opt, bytes)) {
         struct bench_shape s = bench_shape_of(b, bytes);
         struct times t;
-        rc = measure(&v, &s, &t);
+        rc = measure(&v, &s, &each_call, &t);
         if (!rc)
             report(&v, &s, &t);
     }
+    free(each_call.pure);
+    free(each_call.exposed);
     if (bench_json_close(&v.json, b->opt.json) && !rc)
         rc = -1;
     return bench_end(b, rc ? BENCH_EXIT_FAIL : 0);
