@@ -87,6 +87,22 @@ static void options_keep_training_exact(void **state)
         expect_check_passes(cases[i].n, cases[i].args);
 }
 
+/* Each step's least blocked rank was blocked no longer than rank 0 in
+ * that step, so the median of those is at most rank 0's median. */
+static void expect_critical_path_within(const char *out)
+{
+    const char *mine = strstr(out, " ms, blocked ");
+    const char *path = strstr(out, "for; median): blocked ");
+    double rank0, critical, hidden;
+    if (mine == NULL || path == NULL || sscanf(mine, " ms, blocked %lf", &rank0) != 1 ||
+        sscanf(path, "for; median): blocked %lf ms, communication hidden %lf", &critical,
+               &hidden) != 2)
+        fail_msg("no median or critical-path line:\n%s", out);
+    if (critical > rank0 + 0.005 || hidden < 0 || hidden > 100)
+        fail_msg("critical path blocked %.2f ms (hidden %.0f %%) against rank 0's %.2f ms\n%s",
+                 critical, hidden, rank0, out);
+}
+
 /* Sleep mode writes no gradient (tide_fsdp_grad_fresh's buffers are left
  * as they are) and the replay writes none either: every strategy still
  * trains its steps, with accumulation windows. */
@@ -101,6 +117,7 @@ static void sleep_mode_runs_without_writing_gradients(void **state)
         if (rc != 0 || strstr(out, "median of steps") == NULL ||
             strstr(out, "communication hidden behind compute: ") == NULL)
             fail_msg("4 ranks, %s: exit %d\n%s", args, rc, out);
+        expect_critical_path_within(out);
     }
 }
 

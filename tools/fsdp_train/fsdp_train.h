@@ -100,7 +100,9 @@ void report_summary(tide_comm *world, const struct opts *o, const struct step_st
 /* The least and the most any rank was blocked (median per step), on
  * rank 0: the figures above are rank 0's own, and a rank that ends its
  * compute first also waits for the slowest, which no prefetch can
- * hide.  Collective. */
+ * hide.  And the share hidden on the critical path: from each step's
+ * least blocked rank, the one the others waited for, so what is left is
+ * communication and not another rank's compute.  Collective. */
 void report_ranks(tide_comm *world, const struct opts *o, const struct step_stats *st,
                   double pure);
 /* Prefetch off (a, pure communication pa) and on (b, pb) side by side. */

@@ -145,16 +145,41 @@ void report_summary(tide_comm *world, const struct opts *o, const struct step_st
     report_hidden(world, m.blocked, pure);
 }
 
+/* The median over the steps after the first of the least any rank was
+ * blocked in that step: the rank that every other waited for, whose
+ * blocked time no rank's compute covered.  Collective; -1 on failure. */
+static double critical_blocked(tide_comm *world, const struct opts *o, const struct step_stats *st)
+{
+    int first = o->steps > 1, n = o->steps - first;
+    double *mine = malloc(2 * (size_t)(n > 0 ? n : 1) * sizeof *mine), result = -1;
+    if (mine == NULL) /* every rank allocates alike: none reaches the allreduce */
+        return -1;
+    for (int i = 0; i < n; i++)
+        mine[i] = st[first + i].blocked_s;
+    if (n > 0 && tide_allreduce(world, mine, mine + n, (size_t)n, TIDE_FLOAT64, TIDE_MIN) == 0)
+        result = train_median(mine + n, n);
+    free(mine);
+    return result;
+}
+
 void report_ranks(tide_comm *world, const struct opts *o, const struct step_stats *st, double pure)
 {
     double mine = summarize(o, st).blocked, least, most;
     if (tide_allreduce(world, &mine, &least, 1, TIDE_FLOAT64, TIDE_MIN) != 0 ||
-        tide_allreduce(world, &mine, &most, 1, TIDE_FLOAT64, TIDE_MAX) != 0 ||
-        tide_comm_rank(world) != 0)
+        tide_allreduce(world, &mine, &most, 1, TIDE_FLOAT64, TIDE_MAX) != 0)
+        return;
+    double critical = critical_blocked(world, o, st);
+    if (tide_comm_rank(world) != 0)
         return;
     printf("blocked per step over the ranks (medians): least %.2f ms (%.1f %% of the pure "
            "communication), most %.2f ms (%.1f %%); the gap is ranks waiting for the slowest\n",
            least * 1e3, 100.0 * least / pure, most * 1e3, 100.0 * most / pure);
+    if (critical < 0 || pure <= 0)
+        return;
+    double hidden = 1.0 - critical / pure;
+    printf("on the critical path (each step's least blocked rank, the one the others waited "
+           "for; median): blocked %.2f ms, communication hidden %.0f %%\n", critical * 1e3,
+           hidden > 0 ? 100.0 * hidden : 0.0);
 }
 
 static void compare_line(const char *name, const struct medians *m, double pure)
