@@ -37,10 +37,17 @@
 #   (r) REPEATS - 1 more runs (default REPEATS=1: none) of the bound
 #       busy overlap at each world size of (a) and of the bound FSDP run,
 #       since single points of those moved a lot between runs.
+# Overlap runs OVERLAP_ITERS calls a size (default 100; GLOO_ITERS, 30,
+# for Gloo's): at ten a size, one descheduled virtual CPU moved a 256 KiB
+# point from 98 % to 0 %.  The facts begin with a probe of which CPUs
+# slow each other down (SMT siblings a VM may not show): CPU 0 spins
+# alone, then beside each other CPU in turn.
 # Gloo and the repeats last: the first to go if time runs short.
 #
-# Writes under $OUT: summary.txt (the tables, plain text), raw/*.json (the
-# tools' records), log/*.log (each step's output) and progress.log.  Each
+# Writes under $OUT: summary.txt (the tables, plain text), progress.log,
+# and results.tar.gz with raw/*.json (the tools' records) and log/*.log
+# (each step's output): one file, since the device tool brings back only
+# a few dozen.  Each
 # step has a deadline; a failed one is listed in the summary and the run
 # goes on.  The whole stays within BUDGET seconds (default 450; the summary
 # takes a second more): a step that would start with less than 15 s left
@@ -77,7 +84,7 @@ if ((QUICK)); then
   perf_bands=("8 512 8 20 2" "256K 256K 4 3 1")
   fsdp_args=(--steps 3 --layers 2 --width 256)
 else
-  overlap_sweep=(-b 256K -e 64M -f 4 -n 10 -w 2)
+  overlap_sweep=(-b 256K -e 64M -f 4 -n "${OVERLAP_ITERS:-100}" -w 5)
   perf_bands=("8 64K 8 1000 100" "256K 16M 4 20 3")
   fsdp_args=()
 fi
@@ -116,6 +123,32 @@ cores=$(count_cores)
 ((cores > 0)) || cores=$cpus
 
 
+# A spin of 0.3 s on CPU $1 (and on $2 at once, if given): CPU $1's count.
+spin_on() {
+  local code='import time
+t = time.perf_counter(); n = 0
+while time.perf_counter() - t < 0.3: n += 1
+print(n)'
+  if [[ -n ${2:-} ]]; then
+    taskset -c "$2" "$PY" -c "$code" >/dev/null &
+  fi
+  taskset -c "$1" "$PY" -c "$code"
+  wait
+}
+
+# CPU 0's spin beside each other CPU against alone, in %: well under 100
+# where the two share a core's pipelines (or the VM's host runs both on
+# one), whatever the topology files say.
+smt_probe() {
+  ((QUICK)) && return
+  local alone c line="spin on CPU 0 beside CPU k, % of alone:"
+  alone=$(spin_on 0)
+  for ((c = 1; c < cpus; c++)); do
+    line+=" $c:$((100 * $(spin_on 0 "$c") / (alone > 0 ? alone : 1)))"
+  done
+  echo "$line"
+}
+
 # tide-run's options for a placement.
 place_opts() {
   [[ $1 == unbound ]] && echo --bind-to none
@@ -141,6 +174,7 @@ place_opts() {
       "$(cat "$c/cache/index2/shared_cpu_list" 2>/dev/null)"
   done | fold -w 200
   echo
+  smt_probe
 } >"$OUT/facts.txt"
 cat "$OUT/facts.txt"
 
@@ -295,7 +329,8 @@ for n in "${gloo_ranks[@]}"; do
       name=overlap-gloo-$place-$compute-n$n
       # shellcheck disable=SC2046
       step "$name" 120 trun -n "$n" $(place_opts $place) -- "$PY" "$PYTOOLS/gloo_bench.py" \
-        --overlap --compute "$compute" "${overlap_sweep[@]}" --json "$raw/$name.json"
+        --overlap --compute "$compute" "${overlap_sweep[@]}" -n "${GLOO_ITERS:-30}" \
+        --json "$raw/$name.json"
     done
   done
 done
@@ -425,12 +460,14 @@ for system in ("tide", "gloo"):
             for nbytes in sorted(set(got["bound"]) | set(got["unbound"])):
                 b, u = got["bound"].get(nbytes), got["unbound"].get(nbytes)
                 body.append([system, compute, str(n), size_text(nbytes),
-                             num(b and b["overlap_pct"]), num(u and u["overlap_pct"]),
+                             num(b and b["overlap_pct"]), num(b and b.get("overlap_median_pct")),
+                             num(u and u["overlap_pct"]), num(u and u.get("overlap_median_pct")),
                              num(b and b["t_pure_us"], "{:.0f}"),
                              num(u and u["t_pure_us"], "{:.0f}")])
-section("(a, b) overlap of a nonblocking allreduce with compute, % hidden (OSU method)",
-        table(["system", "compute", "ranks", "size", "bound %", "unbound %",
-               "t_pure bound µs", "t_pure unbound µs"], body))
+section("(a, b) overlap of a nonblocking allreduce with compute, % hidden (OSU method: means; "
+        "med: from each rank's medians over the calls)",
+        table(["system", "compute", "ranks", "size", "bound %", "bound med %", "unbound %",
+               "unbound med %", "t_pure bound µs", "t_pure unbound µs"], body))
 
 # (c) tide over shared memory against Open MPI's vader, both bound
 tide, ompi, noboard, nodirect = {}, {}, {}, {}
@@ -493,13 +530,15 @@ for path in sorted(glob.glob(os.path.join(out, "raw", "repeat*-overlap-*.json"))
     m = re.match(r"repeat(\d+)-overlap-tide-bound-busy-n(\d+)\.json", os.path.basename(path))
     for r in records(os.path.basename(path)) if m else []:
         body.append([m.group(2), m.group(1), size_text(r["bytes"]), num(r["overlap_pct"]),
-                     num(r["t_pure_us"], "{:.0f}")])
+                     num(r.get("overlap_median_pct")), num(r["t_pure_us"], "{:.0f}")])
 for path in sorted(glob.glob(os.path.join(out, "log", "repeat*-fsdp-*.log"))):
     name = os.path.basename(path)[:-4]
-    got = [l for l in log_lines(name) if "hidden behind" in l]
-    lines.append(f"{name}: " + (re.sub(r"^\[0\] ", "", got[0]) if got else "(no headline)"))
+    got = [re.sub(r"^\[0\] ", "", l) for l in log_lines(name)
+           if "hidden behind" in l or "on the critical path" in l]
+    lines.append(f"{name}: " + ("\n   ".join(got) if got else "(no headline)"))
 section("(r) repeats: bound busy overlap (run k of REPEATS) and FSDP bound",
-        table(["ranks", "run", "size", "bound %", "t_pure µs"], body) + "\n" + "\n".join(lines))
+        table(["ranks", "run", "size", "bound %", "bound med %", "t_pure µs"], body) + "\n" +
+        "\n".join(lines))
 # (f) the 4 KiB step: time by size, one column per way of running
 cols = ("shm-bound", "shm-unbound", "tcp-bound")
 by = {c: {r["bytes"]: r["time_us"] for r in records(f"step4k-{c}.json") if not r.get("inplace")}
@@ -524,4 +563,5 @@ PYEOF
 rc=$?
 ((rc == 0)) || echo "device_compare: the summary failed ($rc); see $logs/summary.log" |
   tee -a "$OUT/summary.txt"
+tar czf "$OUT/results.tar.gz" -C "$OUT" raw log facts.txt failed.txt && rm -rf "$raw" "$logs"
 echo "device_compare: $SECONDS s; $OUT/summary.txt"
