@@ -16,7 +16,9 @@
  * (what did not hide in one call) against the median t_pure, averaged
  * over the ranks.  The two part where a few calls stall: a virtual CPU
  * descheduled for a millisecond during a 100 us call takes a tenth of a
- * ten-call mean's overlap, and none of the median's.  As in OSU,
+ * ten-call mean's overlap, and none of the median's.  The JSON also has
+ * the largest rank's median (t_exposed_median_max_us): near the ranks'
+ * mean times their number, one rank alone did not progress.  As in OSU,
  * every call is followed by a barrier outside the timed part: without
  * it the ranks drift apart (a nanosleep oversleeps by tens of
  * microseconds, differently on each rank), and a rank that posts late
@@ -60,6 +62,7 @@ struct times {
     double pure, cpu, overall;
     double post, wait; /* of overall: in the post, in tide_wait (OSU's Init, Wait) */
     double pure_median, exposed_median; /* exposed: t_overall - t_cpu of one call */
+    double exposed_median_max; /* the rank that exposed most: one rank left behind or all */
 };
 
 /* Each call's t_pure, and t_overall - t_cpu, for the medians. */
@@ -177,6 +180,8 @@ static int measure(struct overlap *v, const struct bench_shape *s, struct sample
     if (!rc) {
         t->pure_median = median(each_call->pure, n);
         t->exposed_median = median(each_call->exposed, n);
+        t->exposed_median_max = t->exposed_median;
+        rc = bench_max(b, &t->exposed_median_max);
     }
     double *each[] = {&t->pure, &t->cpu, &t->overall, &t->post, &t->wait, &t->pure_median,
                       &t->exposed_median};
@@ -239,10 +244,12 @@ static void report(struct overlap *v, const struct bench_shape *s, const struct 
             "\"compute\":\"%s\",\"tests\":%d,\"t_pure_us\":%.3f,\"t_cpu_us\":%.3f,"
             "\"t_overall_us\":%.3f,\"t_post_us\":%.3f,\"t_wait_us\":%.3f,\"overlap_pct\":%.2f,"
             "\"t_pure_median_us\":%.3f,\"t_exposed_median_us\":%.3f,"
+            "\"t_exposed_median_max_us\":%.3f,"
             "\"overlap_median_pct\":%.2f}",
             tide_comm_reactor(b->comm), bench_transport(b), bench_coll_name(b->opt.coll), b->size,
             s->bytes, b->opt.compute_sleep ? "sleep" : "busy", b->opt.tests, t->pure, t->cpu, t->overall,
             t->post, t->wait, overlap_pct(t), t->pure_median, t->exposed_median,
+            t->exposed_median_max,
             overlap_median_pct(t));
 }
 
