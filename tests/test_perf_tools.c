@@ -312,7 +312,8 @@ static void overlap_runs_both_compute_models(void **state)
                                        "t_pure_us", "t_cpu_us", "t_overall_us", "t_post_us",
                                        "t_wait_us", "overlap_pct", "t_pure_median_us",
                                        "t_exposed_median_us", "t_exposed_median_max_us",
-                                       "overlap_median_pct", NULL};
+                                       "overlap_median_pct", "t_exposed_median_by_rank_us",
+                                       NULL};
     const char *busy[] = {"-b", "8", "-e", "64K", "-f", "64", "-n", "3", "-w", "1",
                           "--json", json, NULL};
     struct run r = run_tool("tide-overlap", busy);

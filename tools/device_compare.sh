@@ -451,6 +451,14 @@ section("(e) placement lines at TIDE_LOG_LEVEL=2 (a rank's own CPUs shown as N)"
         "\n".join(placement))
 
 # (a) and (b) overlap
+def worst_rank(r):
+    by = (r or {}).get("t_exposed_median_by_rank_us")
+    if not by:
+        return "n/a"
+    k = max(range(len(by)), key=lambda i: by[i])
+    return f"r{k} {by[k]:.1f}"
+
+
 body = []
 for system in ("tide", "gloo"):
     for compute in ("busy", "sleep"):
@@ -463,11 +471,12 @@ for system in ("tide", "gloo"):
                              num(b and b["overlap_pct"]), num(b and b.get("overlap_median_pct")),
                              num(u and u["overlap_pct"]), num(u and u.get("overlap_median_pct")),
                              num(b and b["t_pure_us"], "{:.0f}"),
-                             num(u and u["t_pure_us"], "{:.0f}")])
+                             num(u and u["t_pure_us"], "{:.0f}"), worst_rank(b)])
 section("(a, b) overlap of a nonblocking allreduce with compute, % hidden (OSU method: means; "
-        "med: from each rank's medians over the calls)",
+        "med: from each rank's medians over the calls; worst: the rank whose median call "
+        "exposed most, bound, and its µs)",
         table(["system", "compute", "ranks", "size", "bound %", "bound med %", "unbound %",
-               "unbound med %", "t_pure bound µs", "t_pure unbound µs"], body))
+               "unbound med %", "t_pure bound µs", "t_pure unbound µs", "worst bound"], body))
 
 # (c) tide over shared memory against Open MPI's vader, both bound
 tide, ompi, noboard, nodirect = {}, {}, {}, {}

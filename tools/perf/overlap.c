@@ -17,8 +17,9 @@
  * over the ranks.  The two part where a few calls stall: a virtual CPU
  * descheduled for a millisecond during a 100 us call takes a tenth of a
  * ten-call mean's overlap, and none of the median's.  The JSON also has
- * the largest rank's median (t_exposed_median_max_us): near the ranks'
- * mean times their number, one rank alone did not progress.  As in OSU,
+ * each rank's median (t_exposed_median_by_rank_us) and the largest
+ * (t_exposed_median_max_us): one rank far above the others is one rank
+ * that did not progress in the background.  As in OSU,
  * every call is followed by a barrier outside the timed part: without
  * it the ranks drift apart (a nanosleep oversleeps by tens of
  * microseconds, differently on each rank), and a rank that posts late
@@ -68,6 +69,7 @@ struct times {
 /* Each call's t_pure, and t_overall - t_cpu, for the medians. */
 struct samples {
     double *pure, *exposed;
+    double *by_rank; /* [ranks] each rank's median exposed */
 };
 
 /* ---------------------------------------------------------------- compute */
@@ -180,8 +182,12 @@ static int measure(struct overlap *v, const struct bench_shape *s, struct sample
     if (!rc) {
         t->pure_median = median(each_call->pure, n);
         t->exposed_median = median(each_call->exposed, n);
+        rc = tide_allgather(b->comm, &t->exposed_median, each_call->by_rank, 1, TIDE_FLOAT64);
+        rc = rc ? bench_report("the ranks' medians", rc) : 0;
         t->exposed_median_max = t->exposed_median;
-        rc = bench_max(b, &t->exposed_median_max);
+        for (int r = 0; r < b->size && !rc; r++)
+            if (each_call->by_rank[r] > t->exposed_median_max)
+                t->exposed_median_max = each_call->by_rank[r];
     }
     double *each[] = {&t->pure, &t->cpu, &t->overall, &t->post, &t->wait, &t->pure_median,
                       &t->exposed_median};
@@ -226,7 +232,8 @@ static void print_header(const struct overlap *v)
            "Pure Comm.(us)", "Overlap(%)", "Post(us)", "Wait(us)", "Med.Ovl(%)");
 }
 
-static void report(struct overlap *v, const struct bench_shape *s, const struct times *t)
+static void report(struct overlap *v, const struct bench_shape *s, const struct times *t,
+                   const double *by_rank)
 {
     const struct bench *b = &v->b;
     if (b->rank != 0)
@@ -245,12 +252,15 @@ static void report(struct overlap *v, const struct bench_shape *s, const struct 
             "\"t_overall_us\":%.3f,\"t_post_us\":%.3f,\"t_wait_us\":%.3f,\"overlap_pct\":%.2f,"
             "\"t_pure_median_us\":%.3f,\"t_exposed_median_us\":%.3f,"
             "\"t_exposed_median_max_us\":%.3f,"
-            "\"overlap_median_pct\":%.2f}",
+            "\"overlap_median_pct\":%.2f,\"t_exposed_median_by_rank_us\":[",
             tide_comm_reactor(b->comm), bench_transport(b), bench_coll_name(b->opt.coll), b->size,
             s->bytes, b->opt.compute_sleep ? "sleep" : "busy", b->opt.tests, t->pure, t->cpu, t->overall,
             t->post, t->wait, overlap_pct(t), t->pure_median, t->exposed_median,
             t->exposed_median_max,
             overlap_median_pct(t));
+    for (int r = 0; r < b->size; r++)
+        fprintf(f, "%s%.3f", r ? "," : "", by_rank[r]);
+    fprintf(f, "]}");
 }
 
 int main(int argc, char **argv)
@@ -265,18 +275,22 @@ int main(int argc, char **argv)
     if (b->rank == 0)
         print_header(&v);
     struct samples each_call = {calloc((size_t)b->opt.iters, sizeof(double)),
-                                calloc((size_t)b->opt.iters, sizeof(double))};
-    int rc = each_call.pure && each_call.exposed ? 0 : bench_report("calloc", TIDE_ENOMEM);
+                                calloc((size_t)b->opt.iters, sizeof(double)),
+                                calloc((size_t)b->size, sizeof(double))};
+    int rc = each_call.pure && each_call.exposed && each_call.by_rank
+                 ? 0
+                 : bench_report("calloc", TIDE_ENOMEM);
     for (size_t bytes = b->opt.min_bytes; bytes <= b->opt.max_bytes && !rc;
          bytes = bench_next_size(&b->opt, bytes)) {
         struct bench_shape s = bench_shape_of(b, bytes);
         struct times t;
         rc = measure(&v, &s, &each_call, &t);
         if (!rc)
-            report(&v, &s, &t);
+            report(&v, &s, &t, each_call.by_rank);
     }
     free(each_call.pure);
     free(each_call.exposed);
+    free(each_call.by_rank);
     if (bench_json_close(&v.json, b->opt.json) && !rc)
         rc = -1;
     return bench_end(b, rc ? BENCH_EXIT_FAIL : 0);
