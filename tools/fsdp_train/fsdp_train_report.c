@@ -152,7 +152,7 @@ static double critical_blocked(tide_comm *world, const struct opts *o, const str
 {
     int first = o->steps > 1, n = o->steps - first;
     double *mine = malloc(2 * (size_t)(n > 0 ? n : 1) * sizeof *mine), result = -1;
-    if (mine == NULL) /* every rank allocates alike: none reaches the allreduce */
+    if (mine == NULL) /* its peers' allreduce then ends at the communicator's deadline */
         return -1;
     for (int i = 0; i < n; i++)
         mine[i] = st[first + i].blocked_s;
