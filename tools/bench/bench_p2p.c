@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "tools/common/cli.h"
+#include "tools/common/median.h"
 #include "tools/common/raw_socket.h"
 #include "tide.h"
 
@@ -340,19 +341,12 @@ static int run_bandwidth(struct bench *b)
 
 /* ----------------------------------------------------------------- report */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The median of n values (sorts a copy; n <= MAX_REPS). */
 static double median(const double *v, int n)
 {
     double s[MAX_REPS];
     memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    return median_sort(s, (size_t)n);
 }
 
 static double best(const double *v, int n, int want_max)

@@ -9,6 +9,7 @@
 
 #include "tide.h"
 #include "tide_fsdp.h"
+#include "tools/common/median.h"
 
 #define TRAIN_MAX_KILLS 8
 
@@ -88,7 +89,6 @@ int train_steps(tide_comm *world, const struct opts *o, const int *prefetch, int
                 struct step_stats *const *st, double *pure, int verbose);
 
 /* fsdp_train_report.c */
-double train_median(double *v, int n); /* sorts v */
 void report_header(const struct opts *o, int n, int prefetch);
 void report_step(const struct opts *o, int s, const struct step_stats *st, double pure);
 /* The medians, then the headline: the share of the communication that

@@ -171,7 +171,7 @@ static int pure_comm(struct trainer *t, int nruns, double *pure)
             v[k][i] = train_now() - t0;
         }
     for (int k = 0; k < nruns; k++)
-        pure[k] = train_median(v[k], r);
+        pure[k] = median_sort(v[k], (size_t)r);
     return 0;
 }
 

@@ -7,20 +7,6 @@
 
 #include "tools/fsdp_train/fsdp_train.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double train_median(double *v, int n)
-{
-    if (n <= 0)
-        return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 void report_header(const struct opts *o, int n, int prefetch)
 {
     printf("tide-fsdp-train: %s", tide_fsdp_strategy_name(o->strategy));
@@ -73,10 +59,10 @@ static struct medians summarize(const struct opts *o, const struct step_stats *s
     }
     for (int s = 0; s < o->steps; s++)
         m.peak = st[s].peak > m.peak ? st[s].peak : m.peak;
-    m.step = train_median(a, n);
-    m.compute = train_median(a + n, n);
-    m.blocked = train_median(a + 2 * n, n);
-    m.other = train_median(a + 3 * n, n);
+    m.step = median_sort(a, (size_t)n);
+    m.compute = median_sort(a + n, (size_t)n);
+    m.blocked = median_sort(a + 2 * n, (size_t)n);
+    m.other = median_sort(a + 3 * n, (size_t)n);
     free(a);
     return m;
 }
@@ -157,7 +143,7 @@ static double critical_blocked(tide_comm *world, const struct opts *o, const str
     for (int i = 0; i < n; i++)
         mine[i] = st[first + i].blocked_s;
     if (n > 0 && tide_allreduce(world, mine, mine + n, (size_t)n, TIDE_FLOAT64, TIDE_MIN) == 0)
-        result = train_median(mine + n, n);
+        result = median_sort(mine + n, (size_t)n);
     free(mine);
     return result;
 }

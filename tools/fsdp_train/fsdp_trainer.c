@@ -55,7 +55,7 @@ static void calibrate(struct trainer *t)
         fw[i] = t1 - t0;
         bw[i] = train_now() - t2;
     }
-    double mine[3] = {train_median(fw, 5), train_median(bw, 5), train_median(bat, 5)}, all[3];
+    double mine[3] = {median_sort(fw, 5), median_sort(bw, 5), median_sort(bat, 5)}, all[3];
     free(wb);
     free(g);
     /* Every rank sleeps the same: the slowest calibration, so no rank

@@ -40,6 +40,7 @@
 #include <time.h>
 
 #include "tools/common/bench_common.h"
+#include "tools/common/median.h"
 
 static const char usage[] =
     "Usage: tide-run -n 4 -- tide-overlap [options]\n"
@@ -149,18 +150,6 @@ static int one_call(struct overlap *v, const struct bench_shape *s, double cpu_u
     return rc ? rc : tide_barrier(b->comm);
 }
 
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, long n)
-{
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static int measure(struct overlap *v, const struct bench_shape *s, struct samples *each_call,
                    struct times *t)
 {
@@ -180,8 +169,8 @@ static int measure(struct overlap *v, const struct bench_shape *s, struct sample
     for (size_t k = 0; k < sizeof sums / sizeof sums[0]; k++)
         *sums[k] /= (double)n;
     if (!rc) {
-        t->pure_median = median(each_call->pure, n);
-        t->exposed_median = median(each_call->exposed, n);
+        t->pure_median = median_sort(each_call->pure, (size_t)n);
+        t->exposed_median = median_sort(each_call->exposed, (size_t)n);
         rc = tide_allgather(b->comm, &t->exposed_median, each_call->by_rank, 1, TIDE_FLOAT64);
         rc = rc ? bench_report("the ranks' medians", rc) : 0;
         t->exposed_median_max = t->exposed_median;
