@@ -64,7 +64,6 @@ struct times {
     double pure, cpu, overall;
     double post, wait; /* of overall: in the post, in tide_wait (OSU's Init, Wait) */
     double pure_median, exposed_median; /* exposed: t_overall - t_cpu of one call */
-    double exposed_median_max; /* the rank that exposed most: one rank left behind or all */
 };
 
 /* Each call's t_pure, and t_overall - t_cpu, for the medians. */
@@ -173,10 +172,6 @@ static int measure(struct overlap *v, const struct bench_shape *s, struct sample
         t->exposed_median = median_sort(each_call->exposed, (size_t)n);
         rc = tide_allgather(b->comm, &t->exposed_median, each_call->by_rank, 1, TIDE_FLOAT64);
         rc = rc ? bench_report("the ranks' medians", rc) : 0;
-        t->exposed_median_max = t->exposed_median;
-        for (int r = 0; r < b->size && !rc; r++)
-            if (each_call->by_rank[r] > t->exposed_median_max)
-                t->exposed_median_max = each_call->by_rank[r];
     }
     double *each[] = {&t->pure, &t->cpu, &t->overall, &t->post, &t->wait, &t->pure_median,
                       &t->exposed_median};
@@ -233,6 +228,9 @@ static void report(struct overlap *v, const struct bench_shape *s, const struct 
     FILE *f = bench_json_record(&v->json);
     if (!f)
         return;
+    double most = by_rank[0];
+    for (int r = 1; r < b->size; r++)
+        most = by_rank[r] > most ? by_rank[r] : most;
     fprintf(f,
             "{\"tool\":\"tide-overlap\",\"reactor\":\"%s\",\"transport\":\"%s\","
             "\"op\":\"%s\",\"ranks\":%d,"
@@ -244,8 +242,7 @@ static void report(struct overlap *v, const struct bench_shape *s, const struct 
             "\"overlap_median_pct\":%.2f,\"t_exposed_median_by_rank_us\":[",
             tide_comm_reactor(b->comm), bench_transport(b), bench_coll_name(b->opt.coll), b->size,
             s->bytes, b->opt.compute_sleep ? "sleep" : "busy", b->opt.tests, t->pure, t->cpu, t->overall,
-            t->post, t->wait, overlap_pct(t), t->pure_median, t->exposed_median,
-            t->exposed_median_max,
+            t->post, t->wait, overlap_pct(t), t->pure_median, t->exposed_median, most,
             overlap_median_pct(t));
     for (int r = 0; r < b->size; r++)
         fprintf(f, "%s%.3f", r ? "," : "", by_rank[r]);
