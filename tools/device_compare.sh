@@ -47,7 +47,7 @@
 # Writes under $OUT: summary.txt (the tables, plain text), progress.log,
 # and results.tar.gz with raw/*.json (the tools' records) and log/*.log
 # (each step's output): one file, since the device tool brings back only
-# a few dozen.  Each
+# so many files.  Each
 # step has a deadline; a failed one is listed in the summary and the run
 # goes on.  The whole stays within BUDGET seconds (default 450; the summary
 # takes a second more): a step that would start with less than 15 s left
