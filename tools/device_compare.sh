@@ -60,7 +60,12 @@
 # another build.  PY is the Python with torch (default python3).
 # QUICK=1 runs tiny sizes and counts, to check the script on a small
 # machine; OVERLAP_RANKS, GLOO_RANKS, PERF_RANKS and FSDP_RANKS
-# (space-separated; empty: none) replace the world sizes.
+# (space-separated; empty: none) replace the world sizes; SKIP names
+# sections to leave out (letters, space-separated: SKIP="b f g").
+# Each step's log has /proc/stat from before and after it beside it
+# (log/NAME.stat0, .stat1): the summary gives the CPU time stolen from
+# each virtual CPU during the bound overlap sweeps (a VM's host running
+# something else on that CPU's core), beside the rank that fell behind.
 
 if ! declare -F trun >/dev/null || ! declare -F mrun >/dev/null ||
   [[ -z ${MB:-} || -z ${PYTOOLS:-} ]]; then
@@ -108,12 +113,19 @@ step() {
   fi
   ((secs > left)) && secs=$left
   printf '[%3ds] %s\n' "$SECONDS" "$name" | tee -a "$OUT/progress.log"
+  cp /proc/stat "$logs/$name.stat0" 2>/dev/null
   "$1" "$secs" "${@:2}" >"$logs/$name.log" 2>&1 || rc=$?
+  cp /proc/stat "$logs/$name.stat1" 2>/dev/null
   if ((rc == 124 || rc == 137)); then
     echo "$name timed out after $secs s" | tee -a "$OUT/failed.txt"
   elif ((rc)); then
     echo "$name failed (exit $rc); see log/$name.log" | tee -a "$OUT/failed.txt"
   fi
+}
+
+# wanted LETTER: whether section LETTER runs (SKIP above).
+wanted() {
+  [[ " ${SKIP:-} " != *" $1 "* ]]
 }
 
 # shellcheck source=tools/placement.sh
@@ -197,17 +209,18 @@ for place in bound unbound; do
 done
 
 # --------------------------------------------------- (a) tide-overlap
-
-for n in "${overlap_ranks[@]}"; do
-  for place in bound unbound; do
-    for compute in busy sleep; do
-      name=overlap-tide-$place-$compute-n$n
-      # shellcheck disable=SC2046
-      step "$name" 60 trun -n "$n" $(place_opts $place) -- tide-overlap --op allreduce \
-        "${overlap_sweep[@]}" --compute "$compute" --json "$raw/$name.json"
+if wanted a; then
+  for n in "${overlap_ranks[@]}"; do
+    for place in bound unbound; do
+      for compute in busy sleep; do
+        name=overlap-tide-$place-$compute-n$n
+        # shellcheck disable=SC2046
+        step "$name" 60 trun -n "$n" $(place_opts $place) -- tide-overlap --op allreduce \
+          "${overlap_sweep[@]}" --compute "$compute" --json "$raw/$name.json"
+      done
     done
   done
-done
+fi
 
 # ---------------------- (h) where the progress thread sits: beside or apart
 # tide-run's binding gives rank r the CPUs 2r and 2r+1 (compute on 2r,
@@ -219,121 +232,129 @@ done
 # highest CPU).  If apart beats bound, neighbouring CPUs share something
 # (a core's pipelines, a cache) that the topology lines above may not say.
 # shellcheck disable=SC2016 # the rank's shell expands these
-apart=(sh -c 'exec taskset -c "$RANK,$((RANK + WORLD_SIZE))" "$@"' apart)
-for n in 8; do
-  ((2 * n <= cpus)) || continue
-  name=overlap-tide-apart-busy-n$n
-  step "$name" 60 trun -n "$n" --bind-to none -- "${apart[@]}" tide-overlap --op allreduce \
-    "${overlap_sweep[@]}" --compute busy --json "$raw/$name.json"
-  for place in bound apart; do
-    name=pure-tide-$place-n$n
-    opts=()
-    cmd=()
-    [[ $place == apart ]] && opts=(--bind-to none) && cmd=("${apart[@]}")
-    TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" "${opts[@]}" -- "${cmd[@]}" tide-perf \
-      --op allreduce -b 256K -e 4M -f 4 -n 50 -w 5 --json "$raw/$name.json"
+if wanted h; then
+  apart=(sh -c 'exec taskset -c "$RANK,$((RANK + WORLD_SIZE))" "$@"' apart)
+  for n in 8; do
+    ((2 * n <= cpus)) || continue
+    name=overlap-tide-apart-busy-n$n
+    step "$name" 60 trun -n "$n" --bind-to none -- "${apart[@]}" tide-overlap --op allreduce \
+      "${overlap_sweep[@]}" --compute busy --json "$raw/$name.json"
+    for place in bound apart; do
+      name=pure-tide-$place-n$n
+      opts=()
+      cmd=()
+      [[ $place == apart ]] && opts=(--bind-to none) && cmd=("${apart[@]}")
+      TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" "${opts[@]}" -- "${cmd[@]}" tide-perf \
+        --op allreduce -b 256K -e 4M -f 4 -n 50 -w 5 --json "$raw/$name.json"
+    done
+    step "fsdp-apart-n$n" 120 trun -n "$n" --bind-to none -- "${apart[@]}" tide-fsdp-train \
+      "${fsdp_args[@]}"
   done
-  step "fsdp-apart-n$n" 120 trun -n "$n" --bind-to none -- "${apart[@]}" tide-fsdp-train \
-    "${fsdp_args[@]}"
-done
+fi
 
 # ------------------------------------- (c) tide-perf against Open MPI's vader
-
-# Band by band the two take turns, so a noisy moment hurts both alike,
-# ROUNDS times (default 2); the summary keeps each point's best round.
-rounds=${ROUNDS:-2}
-for ((round = 1; round <= rounds; round++)); do
-  for n in "${perf_ranks[@]}"; do
-    ompi_binding "$n" "$cores"
-    for band in "${perf_bands[@]}"; do
-      read -r b e f iters warm <<<"$band"
-      sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
-      for op in ${all_ops//,/ }; do
-        name=perf-tide-$op-n$n-$b-$e-r$round
-        TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" "${sweep[@]}" \
-          -c 1 --json "$raw/$name.json"
+if wanted c; then
+  # Band by band the two take turns, so a noisy moment hurts both alike,
+  # ROUNDS times (default 2); the summary keeps each point's best round.
+  rounds=${ROUNDS:-2}
+  for ((round = 1; round <= rounds; round++)); do
+    for n in "${perf_ranks[@]}"; do
+      ompi_binding "$n" "$cores"
+      for band in "${perf_bands[@]}"; do
+        read -r b e f iters warm <<<"$band"
+        sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
+        for op in ${all_ops//,/ }; do
+          name=perf-tide-$op-n$n-$b-$e-r$round
+          TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" "${sweep[@]}" \
+            -c 1 --json "$raw/$name.json"
+        done
+        name=perf-ompi-n$n-$b-$e-r$round
+        step "$name" 90 mrun -np "$n" "${ompi_bind[@]}" "$MB" --tool ompi-sm --op "$all_ops" \
+          "${sweep[@]}" --json "$raw/$name.json"
       done
-      name=perf-ompi-n$n-$b-$e-r$round
-      step "$name" 90 mrun -np "$n" "${ompi_bind[@]}" "$MB" --tool ompi-sm --op "$all_ops" \
-        "${sweep[@]}" --json "$raw/$name.json"
+    done
+    # The small band again without boards (TIDE_BOARDS=0), where they run:
+    # what they bring at 8 and 16 ranks; and with boards but without the
+    # direct path of blocking calls (TIDE_BOARD_DIRECT=0): what it brings.
+    read -r b e f iters warm <<<"${perf_bands[0]}"
+    for n in "${perf_ranks[@]}"; do
+      for op in ${all_ops//,/ }; do
+        name=nodirect-tide-$op-n$n-$b-$e-r$round
+        TIDE_BOARD_DIRECT=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf \
+          --op "$op" -b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm" -c 1 --json "$raw/$name.json"
+        ((n > 2)) || continue
+        name=noboard-tide-$op-n$n-$b-$e-r$round
+        TIDE_BOARDS=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" \
+          -b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm" -c 1 --json "$raw/$name.json"
+      done
     done
   done
-  # The small band again without boards (TIDE_BOARDS=0), where they run:
-  # what they bring at 8 and 16 ranks; and with boards but without the
-  # direct path of blocking calls (TIDE_BOARD_DIRECT=0): what it brings.
-  read -r b e f iters warm <<<"${perf_bands[0]}"
-  for n in "${perf_ranks[@]}"; do
-    for op in ${all_ops//,/ }; do
-      name=nodirect-tide-$op-n$n-$b-$e-r$round
-      TIDE_BOARD_DIRECT=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf \
-        --op "$op" -b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm" -c 1 --json "$raw/$name.json"
-      ((n > 2)) || continue
-      name=noboard-tide-$op-n$n-$b-$e-r$round
-      TIDE_BOARDS=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" \
-        -b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm" -c 1 --json "$raw/$name.json"
-    done
-  done
-done
+fi
 
 # -------------------------- (f) issue 32's 4 KiB step: 2 ranks, 512 B-64 KiB
 # A 2-rank 4 KiB allreduce took longer than a 32 KiB one on the 16-core
 # host (8.2 against 7.9 us; unbound 9.7 against 8.5), and not on the
 # 2-core machine (3.2-3.4 against 9.3-9.8): every size in between, so
 # the step shows where it starts, bound and unbound, and over TCP.
-step_iters=2000
-((QUICK)) && step_iters=50
-for how in shm-bound shm-unbound tcp-bound; do
-  name=step4k-$how
-  opts=()
-  [[ $how == *unbound ]] && opts=(--bind-to none)
-  TIDE_TRANSPORT=${how%-*} step "$name" 60 trun -n 2 "${opts[@]}" -- tide-perf --op allreduce \
-    -b 512 -e 64K -f 2 -n "$step_iters" -w 200 --json "$raw/$name.json"
-done
+if wanted f; then
+  step_iters=2000
+  ((QUICK)) && step_iters=50
+  for how in shm-bound shm-unbound tcp-bound; do
+    name=step4k-$how
+    opts=()
+    [[ $how == *unbound ]] && opts=(--bind-to none)
+    TIDE_TRANSPORT=${how%-*} step "$name" 60 trun -n 2 "${opts[@]}" -- tide-perf --op allreduce \
+      -b 512 -e 64K -f 2 -n "$step_iters" -w 200 --json "$raw/$name.json"
+  done
+fi
 
 # ------------------------------------------------------ (d) FSDP training
-
-# Bound and unbound with BLAS compute; then bound with sleeping compute
-# (no memory traffic of its own: what the communication alone leaves
-# exposed) and with prefetch 2.
-for n in "${fsdp_ranks[@]}"; do
-  for how in bound unbound bound-sleep bound-prefetch2; do
-    extra=()
-    [[ $how == *sleep ]] && extra=(--compute sleep)
-    [[ $how == *prefetch2 ]] && extra=(--prefetch 2)
-    # shellcheck disable=SC2046
-    step "fsdp-$how-n$n" 120 trun -n "$n" $(place_opts "${how%%-*}") -- tide-fsdp-train \
-      "${fsdp_args[@]}" "${extra[@]}"
-  done
-done
-
-# --------------------------------------------------- (g) torch 2 contract
-
-# The rank programs find rankcases.py beside them; tide's package comes
-# from on-device.sh's PYTHONPATH.
-torch_path=$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/python" && pwd)
-for program in rank_c10d rank_fsdp rank_torch; do
-  for backend in tide gloo; do
-    [[ $program == rank_torch && $backend == gloo ]] && continue # tide's own API
-    args=("$backend")
-    [[ $program == rank_torch ]] && args=()
-    PYTHONPATH=$torch_path:${PYTHONPATH:-} step "torch-$program-$backend" 90 trun -n 2 -- \
-      "$PY" "$torch_path/$program.py" "${args[@]}"
-  done
-done
-
-# ------------------------------------------------------- (b) Gloo's overlap
-
-for n in "${gloo_ranks[@]}"; do
-  for place in bound unbound; do
-    for compute in busy sleep; do
-      name=overlap-gloo-$place-$compute-n$n
+if wanted d; then
+  # Bound and unbound with BLAS compute; then bound with sleeping compute
+  # (no memory traffic of its own: what the communication alone leaves
+  # exposed) and with prefetch 2.
+  for n in "${fsdp_ranks[@]}"; do
+    for how in bound unbound bound-sleep bound-prefetch2; do
+      extra=()
+      [[ $how == *sleep ]] && extra=(--compute sleep)
+      [[ $how == *prefetch2 ]] && extra=(--prefetch 2)
       # shellcheck disable=SC2046
-      step "$name" 120 trun -n "$n" $(place_opts $place) -- "$PY" "$PYTOOLS/gloo_bench.py" \
-        --overlap --compute "$compute" "${overlap_sweep[@]}" -n "${GLOO_ITERS:-30}" \
-        --json "$raw/$name.json"
+      step "fsdp-$how-n$n" 120 trun -n "$n" $(place_opts "${how%%-*}") -- tide-fsdp-train \
+        "${fsdp_args[@]}" "${extra[@]}"
     done
   done
-done
+fi
+
+# --------------------------------------------------- (g) torch 2 contract
+if wanted g; then
+  # The rank programs find rankcases.py beside them; tide's package comes
+  # from on-device.sh's PYTHONPATH.
+  torch_path=$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/python" && pwd)
+  for program in rank_c10d rank_fsdp rank_torch; do
+    for backend in tide gloo; do
+      [[ $program == rank_torch && $backend == gloo ]] && continue # tide's own API
+      args=("$backend")
+      [[ $program == rank_torch ]] && args=()
+      PYTHONPATH=$torch_path:${PYTHONPATH:-} step "torch-$program-$backend" 90 trun -n 2 -- \
+        "$PY" "$torch_path/$program.py" "${args[@]}"
+    done
+  done
+fi
+
+# ------------------------------------------------------- (b) Gloo's overlap
+if wanted b; then
+  for n in "${gloo_ranks[@]}"; do
+    for place in bound unbound; do
+      for compute in busy sleep; do
+        name=overlap-gloo-$place-$compute-n$n
+        # shellcheck disable=SC2046
+        step "$name" 120 trun -n "$n" $(place_opts $place) -- "$PY" "$PYTOOLS/gloo_bench.py" \
+          --overlap --compute "$compute" "${overlap_sweep[@]}" -n "${GLOO_ITERS:-30}" \
+          --json "$raw/$name.json"
+      done
+    done
+  done
+fi
 
 # ------------------------------------------ (r) repeats of the noisy ones
 
@@ -548,6 +569,33 @@ for path in sorted(glob.glob(os.path.join(out, "log", "repeat*-fsdp-*.log"))):
 section("(r) repeats: bound busy overlap (run k of REPEATS) and FSDP bound",
         table(["ranks", "run", "size", "bound %", "bound med %", "t_pure µs"], body) + "\n" +
         "\n".join(lines))
+# (s) steal: each virtual CPU's time taken by the VM's host during the
+# bound busy overlap sweeps, beside the rank whose median call exposed
+# most at each size (tide-run binds rank r to CPUs 2r and 2r+1)
+def cpu_ticks(path):
+    got = {}
+    try:
+        with open(path) as f:
+            for l in f:
+                w = l.split()
+                if re.fullmatch(r"cpu\d+", w[0]):
+                    got[int(w[0][3:])] = [int(v) for v in w[1:]]
+    except OSError:
+        pass
+    return got
+
+
+lines = []
+for path in sorted(glob.glob(os.path.join(out, "raw", "*overlap-tide-bound-busy-n*.json"))):
+    name = os.path.basename(path)[:-5]
+    a, b = (cpu_ticks(os.path.join(out, "log", f"{name}.stat{k}")) for k in (0, 1))
+    # /proc/stat: user nice system idle iowait irq softirq steal ...
+    steal = {c: b[c][7] - a[c][7] for c in a if c in b and len(a[c]) > 7}
+    stolen = ", ".join(f"{c}:{t}" for c, t in sorted(steal.items()) if t) or "none"
+    worst = ", ".join(f"{size_text(r['bytes'])} {worst_rank(r)}" for r in records(name + ".json"))
+    lines.append(f"{name}: stolen ticks (1/100 s) by CPU: {stolen}\n   worst rank by size: {worst}")
+section("(s) time stolen from each CPU during the bound busy overlap sweeps, and the rank "
+        "that exposed most (median call, µs)", "\n".join(lines) or "(no sweeps)")
 # (f) the 4 KiB step: time by size, one column per way of running
 cols = ("shm-bound", "shm-unbound", "tcp-bound")
 by = {c: {r["bytes"]: r["time_us"] for r in records(f"step4k-{c}.json") if not r.get("inplace")}
