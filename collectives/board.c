@@ -49,9 +49,6 @@ struct tide__board_comm {
                                     (check_unread); 0: none */
     uint64_t all_posted;         /* every peer's `posted` was seen at least this */
     unsigned pubs;               /* publications so far: the next goes to slot pubs % 2 */
-    int slot_reader[2];          /* the one peer that reads what each slot holds
-                                    (a broadcast reader's header: its root); -1:
-                                    every peer, or nothing written there yet */
     uint64_t last_started;       /* the last board collective started here */
     uint64_t done;               /* what mine->done says */
     struct started *first, *last; /* started here and not yet folded into done */
@@ -215,7 +212,6 @@ static struct tide__board_comm *comm_board_new(tide_comm *comm)
     bc->ctx = comm->ctx;
     bc->n = n;
     bc->me = comm->rank;
-    bc->slot_reader[0] = bc->slot_reader[1] = -1;
     for (int q = 0, k = 0; q < n; q++) {
         bc->world[q] = comm->world_of ? comm->world_of[q] : q;
         if (q != bc->me)
@@ -342,11 +338,7 @@ static void report_unread(struct tide__board_comm *bc, tide_comm *comm, int q,
 /* Every peer has posted our unread publication or later: compare their
  * headers of it with ours, which our own board still holds (one report
  * at most).  A peer's header of it stays until that peer's next-but-one
- * publication, which waits for our next one (the gate) - if the peer
- * called the broadcast we did.  One that took another rank for its root
- * waits for that rank instead, and may have written its slot again while
- * we copy the signature: so its sequence is read again after the copy,
- * and a header gone is a mismatch too (it is one). */
+ * publication, which waits for our next one (the gate). */
 static void check_unread(struct tide__board_comm *bc, tide_comm *comm)
 {
     struct tide__frame ours;
@@ -356,9 +348,7 @@ static void check_unread(struct tide__board_comm *bc, tide_comm *comm)
         /* A peer that freed the communicator since is past it. */
         if (q == bc->me || load(bc->peer_key[q]) != bc->key)
             continue;
-        int k = slot_of(bc, bc->peer[q], bc->unread, &theirs);
-        atomic_thread_fence(memory_order_acquire); /* the copy before the second look */
-        bool found = k >= 0 && load(&bc->peer[q]->head[k].seq) == bc->unread;
+        bool found = slot_of(bc, bc->peer[q], bc->unread, &theirs) >= 0;
         if (load(bc->peer_key[q]) != bc->key ||
             (found && tide__frame_same_signature(&ours, &theirs)))
             continue;
@@ -410,19 +400,6 @@ static bool shows(const struct tide__board_op *op, int q, size_t word_off, uint6
     return load((_Atomic uint64_t *)((uint8_t *)b + word_off)) >= seq;
 }
 
-/* Peer q has posted our last publication or a later one.  The header
- * first (shows): a broadcast's root then checks it (gate_passed) without
- * a second crossing - 14 % of a 2-rank 8 B root's samples before; the
- * loop, which its reader paces, took as long. */
-static bool gate_shows(struct tide__board_op *op, int q, int *peer)
-{
-    struct tide__board_comm *bc = op->bc;
-    if (peer_board(bc, q) && shows(op, q, offsetof(struct board, posted), bc->last_pub, false))
-        return true;
-    *peer = bc->world[q];
-    return false;
-}
-
 static bool gate_ready(struct tide__board_op *op, int *peer)
 {
     struct tide__board_comm *bc = op->bc;
@@ -435,22 +412,20 @@ static bool gate_ready(struct tide__board_op *op, int *peer)
      * (none yet: the loop below first finds the peers' boards). */
     if (bc->last_pub && bc->all_posted >= bc->last_pub)
         return true;
-    /* What the slot we write holds was read by one peer only: it was a
-     * broadcast reader's header, which its root alone looks at, at that
-     * root's next gate (check_unread), before it publishes again.  Then
-     * that root alone must show our last publication; the other readers,
-     * which never look at us, may be a call behind.  A reader that
-     * waited for every peer made n - 1 loads of lines their owners had
-     * just written, each call at each rank: n (n - 1) crossings a
-     * broadcast where the root's gate makes n - 1.  Not while our own
-     * last publication is unread: checking it wants every peer's header
-     * of it (gate_passed). */
-    int only = bc->unread ? -1 : bc->slot_reader[bc->pubs % 2];
-    if (only >= 0)
-        return gate_shows(op, only, peer);
-    for (; op->next < op->n; op->next++)
-        if (op->next != op->me && !gate_shows(op, op->next, peer))
+    for (; op->next < op->n; op->next++) {
+        int q = op->next;
+        if (q == op->me)
+            continue;
+        /* The header first (shows): a broadcast's root then checks it
+         * (gate_passed) without a second crossing - 14 % of a 2-rank 8 B
+         * root's samples before; the loop, which its reader paces, took
+         * as long. */
+        if (!peer_board(bc, q) ||
+            !shows(op, q, offsetof(struct board, posted), bc->last_pub, false)) {
+            *peer = bc->world[q];
             return false;
+        }
+    }
     return true;
 }
 
@@ -600,7 +575,6 @@ static void publish(struct tide__board_op *op)
     b->head[slot].sig.len = tiny ? bytes : 0;
     atomic_store_explicit(&b->head[slot].seq, seq, memory_order_release);
     atomic_store_explicit(&b->posted, seq, memory_order_release);
-    bc->slot_reader[slot] = reads_of(op) == TIDE__READS_ROOT ? op->c.root : -1;
     bc->pubs++;
     bc->last_pub = seq;
     bc->unread = reads_of(op) == TIDE__READS_NONE ? seq : 0;

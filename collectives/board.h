@@ -31,11 +31,9 @@
  * there (its own gate).  Our slot was last written for our publication
  * two back, u; the gate asks each peer to show our last publication w or
  * later, which is after u.  In steady state this holds at once: n - 1
- * loads, no wait.  Where u was a broadcast reader's header, which only
- * its root looks at (below), the root alone need show w: one load.  And
- * `done` (every board collective up to it ended here) lets a rank reuse
- * the board of a freed communicator once its former peers show they are
- * past its last collective.
+ * loads, no wait.  And `done` (every board collective up to it ended
+ * here) lets a rank reuse the board of a freed communicator once its
+ * former peers show they are past its last collective.
  *
  * A rank that reads nothing (a broadcast's root) ends once published,
  * as a sending root does over messages and Open MPI's does: its buffer
