@@ -48,7 +48,8 @@ struct tide__board_comm {
                                     peers' headers are still to be checked
                                     (check_unread); 0: none */
     uint64_t all_posted;         /* every peer's `posted` was seen at least this */
-    unsigned pubs;               /* publications so far: the next goes to slot pubs % 2 */
+    unsigned pubs;               /* publications so far: the next goes to header
+                                    pubs % BOARD_HEADS, data slot pubs % 2 */
     uint64_t last_started;       /* the last board collective started here */
     uint64_t done;               /* what mine->done says */
     struct started *first, *last; /* started here and not yet folded into done */
@@ -155,8 +156,8 @@ static void own_entry(uint8_t *area, struct claim *e, int i, uint64_t key)
     atomic_store_explicit(&b->posted, 0, memory_order_relaxed);
     atomic_store_explicit(&b->reduced, 0, memory_order_relaxed);
     atomic_store_explicit(&b->done, 0, memory_order_relaxed);
-    atomic_store_explicit(&b->head[0].seq, 0, memory_order_relaxed);
-    atomic_store_explicit(&b->head[1].seq, 0, memory_order_relaxed);
+    for (int h = 0; h < BOARD_HEADS; h++)
+        atomic_store_explicit(&b->head[h].seq, 0, memory_order_relaxed);
     atomic_store_explicit(&board_dir(area)[i], key, memory_order_release);
     free(e->members);
     *e = (struct claim){.key = key};
@@ -302,9 +303,9 @@ static struct board *peer_board(struct tide__board_comm *bc, int q)
 static int slot_of(struct tide__board_comm *bc, struct board *b, uint64_t seq,
                    struct tide__frame *sig)
 {
-    int first = (int)((bc->pubs + 1) % 2);
-    for (int t = 0; t < 2; t++) {
-        int k = (first + t) % 2;
+    int first = (int)((bc->pubs + BOARD_HEADS - 1) % BOARD_HEADS);
+    for (int t = 0; t < BOARD_HEADS; t++) {
+        int k = (first + t) % BOARD_HEADS;
         if (load(&b->head[k].seq) == seq) {
             *sig = b->head[k].sig;
             return k;
@@ -391,7 +392,7 @@ static bool shows(const struct tide__board_op *op, int q, size_t word_off, uint6
 {
     struct board *b = op->bc->peer[q];
     if (word_off == offsetof(struct board, posted)) {
-        struct board_slot_head *h = &b->head[(op->bc->pubs + 1) % 2];
+        struct board_slot_head *h = &b->head[(op->bc->pubs + BOARD_HEADS - 1) % BOARD_HEADS];
         if (part_line)
             __builtin_prefetch((const uint8_t *)h + 64);
         if (load(&h->seq) == seq)
@@ -563,17 +564,17 @@ static void publish(struct tide__board_op *op)
     struct tide__board_comm *bc = op->bc;
     struct board *b = bc->mine;
     uint64_t seq = op->c.req.seq;
-    int slot = (int)(bc->pubs % 2);
+    struct board_slot_head *head = &b->head[bc->pubs % BOARD_HEADS];
     const void *src = NULL;
     size_t bytes = op->algo->part(op, &src);
     bool tiny = bytes && bytes <= tiny_max(op);
     op->line2 = tiny && bytes > BOARD_TINY_LINE;
-    op->mine = tiny ? b->head[slot].tiny : b->data[slot];
+    op->mine = tiny ? head->tiny : b->data[bc->pubs % 2];
     if (bytes)
         tide__coll_copy(&op->c, op->mine, src, bytes);
-    b->head[slot].sig = op->c.req.sig;
-    b->head[slot].sig.len = tiny ? bytes : 0;
-    atomic_store_explicit(&b->head[slot].seq, seq, memory_order_release);
+    head->sig = op->c.req.sig;
+    head->sig.len = tiny ? bytes : 0;
+    atomic_store_explicit(&head->seq, seq, memory_order_release);
     atomic_store_explicit(&b->posted, seq, memory_order_release);
     bc->pubs++;
     bc->last_pub = seq;
@@ -599,7 +600,7 @@ static enum part part_of(struct tide__board_op *op, int q, struct tide__frame *s
     if (load(op->bc->peer_key[q]) != op->bc->key)
         return PART_GONE;
     struct board *b = op->bc->peer[q];
-    op->parts[q] = sig->len ? b->head[k].tiny : b->data[k];
+    op->parts[q] = sig->len ? b->head[k].tiny : b->data[k % 2];
     return PART_OK;
 }
 
@@ -643,7 +644,7 @@ static bool take_part(struct tide__board_op *op, int q)
 
 static void prefetch_parts(const struct tide__board_op *op, enum tide__board_reads reads)
 {
-    int slot = (int)((op->bc->pubs + 1) % 2); /* part_of's first guess */
+    int slot = (int)((op->bc->pubs + BOARD_HEADS - 1) % BOARD_HEADS); /* part_of's first guess */
     size_t off = 0;
     size_t len = op->algo->span ? op->algo->span(op, &off) : op->c.count * op->c.esize;
     size_t parts = reads == TIDE__READS_ALL ? (size_t)op->n - 1 : 1;
@@ -655,7 +656,7 @@ static void prefetch_parts(const struct tide__board_op *op, enum tide__board_rea
     for (int q = next_read(op, reads, 0); q < op->n; q = next_read(op, reads, q + 1)) {
         if (op->bc->peer[q]->head[slot].sig.len)
             continue;
-        const uint8_t *at = op->bc->peer[q]->data[slot] + off / 64 * 64;
+        const uint8_t *at = op->bc->peer[q]->data[slot % 2] + off / 64 * 64;
         for (size_t l = 0; l < lines; l++)
             __builtin_prefetch(at + 64 * l);
     }
