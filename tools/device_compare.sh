@@ -65,7 +65,7 @@
 # Each step's log has /proc/stat from before and after it beside it
 # (log/NAME.stat0, .stat1): the summary gives the CPU time stolen from
 # each virtual CPU during the bound overlap sweeps (a VM's host running
-# something else on that CPU's core), beside the rank that fell behind.
+# something else on that CPU's core), beside each rank's exposure.
 
 if ! declare -F trun >/dev/null || ! declare -F mrun >/dev/null ||
   [[ -z ${MB:-} || -z ${PYTOOLS:-} ]]; then
@@ -570,8 +570,8 @@ section("(r) repeats: bound busy overlap (run k of REPEATS) and FSDP bound",
         table(["ranks", "run", "size", "bound %", "bound med %", "t_pure µs"], body) + "\n" +
         "\n".join(lines))
 # (s) steal: each virtual CPU's time taken by the VM's host during the
-# bound busy overlap sweeps, beside the rank whose median call exposed
-# most at each size (tide-run binds rank r to CPUs 2r and 2r+1)
+# bound busy overlap sweeps, beside each rank's median exposure at each
+# size (tide-run binds rank r to CPUs 2r and 2r+1)
 def cpu_ticks(path):
     got = {}
     try:
@@ -592,10 +592,14 @@ for path in sorted(glob.glob(os.path.join(out, "raw", "*overlap-tide-bound-busy-
     # /proc/stat: user nice system idle iowait irq softirq steal ...
     steal = {c: b[c][7] - a[c][7] for c in a if c in b and len(a[c]) > 7}
     stolen = ", ".join(f"{c}:{t}" for c, t in sorted(steal.items()) if t) or "none"
-    worst = ", ".join(f"{size_text(r['bytes'])} {worst_rank(r)}" for r in records(name + ".json"))
-    lines.append(f"{name}: stolen ticks (1/100 s) by CPU: {stolen}\n   worst rank by size: {worst}")
-section("(s) time stolen from each CPU during the bound busy overlap sweeps, and the rank "
-        "that exposed most (median call, µs)", "\n".join(lines) or "(no sweeps)")
+    lines.append(f"{name}: stolen ticks (1/100 s) by CPU: {stolen}")
+    for r in records(name + ".json"):
+        by = r.get("t_exposed_median_by_rank_us") or []
+        lines.append(f"   {size_text(r['bytes']):>7} med {num(r.get('overlap_median_pct'))} %, "
+                     "each rank's median exposed µs: " + " ".join(f"{x:.0f}" for x in by))
+section("(s) time stolen from each CPU during the bound busy overlap sweeps, and each rank's "
+        "median exposure (all alike: the operation ran slow; one apart: that rank fell behind)",
+        "\n".join(lines) or "(no sweeps)")
 # (f) the 4 KiB step: time by size, one column per way of running
 cols = ("shm-bound", "shm-unbound", "tcp-bound")
 by = {c: {r["bytes"]: r["time_us"] for r in records(f"step4k-{c}.json") if not r.get("inplace")}
