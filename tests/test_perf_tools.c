@@ -288,13 +288,16 @@ static void perf_times_either_form(void **state)
 
 /* ---------------------------------------------------------- tide-overlap */
 
+/* arg: non-NULL when the run had --interleave, whose Alt.Ovl column
+ * comes last. */
 static void expect_overlap_row(char **f, int n, const void *arg)
 {
-    if (n != 8)
-        fail_msg("a row of %d fields, wanted 8: size overall compute pure overlap post wait "
-                 "median-overlap", n);
-    static const int pct_fields[] = {4, 7}; /* the mean's overlap, the medians' */
-    for (size_t k = 0; k < sizeof pct_fields / sizeof pct_fields[0]; k++) {
+    int want = arg ? 9 : 8;
+    if (n != want)
+        fail_msg("a row of %d fields, wanted %d: size overall compute pure overlap post wait "
+                 "median-overlap%s", n, want, arg ? " alternating-overlap" : "");
+    static const int pct_fields[] = {4, 7, 8}; /* the mean's overlap, the medians', in turn */
+    for (size_t k = 0; k < sizeof pct_fields / sizeof pct_fields[0] && pct_fields[k] < n; k++) {
         const char *pct = f[pct_fields[k]];
         if (atof(pct) < 0 || atof(pct) > 100)
             fail_msg("overlap %s%% is outside 0..100", pct);
@@ -329,6 +332,17 @@ static void overlap_runs_both_compute_models(void **state)
     r = run_tool("tide-overlap", sleep);
     expect_status(&r, 0);
     assert_int_equal(for_each_row(&r, expect_overlap_row, NULL), 1);
+    free(r.out);
+
+    static const char *const alt_keys[] = {"overlap_median_pct", "t_alt_pure_median_us",
+                                           "t_alt_exposed_median_us", "overlap_alt_pct", NULL};
+    const char *turns[] = {"--compute", "sleep", "--interleave", "-b", "4K", "-e", "64K", "-f",
+                           "16", "-n", "4", "-w", "1", "--json", json, NULL};
+    r = run_tool("tide-overlap", turns);
+    expect_status(&r, 0);
+    assert_non_null(strstr(r.out, "Alt.Ovl(%)"));
+    assert_int_equal(for_each_row(&r, expect_overlap_row, "interleave"), 2);
+    expect_json(json, alt_keys, 2);
     free(r.out);
 }
 
@@ -443,6 +457,8 @@ static void every_tool_parses_alike(void **state)
          "--nonblocking is a tide-perf option"},
         {"overlap: bad compute", "tide-overlap", "--compute gpu", 2,
          "bad value 'gpu' for --compute (busy or sleep)"},
+        {"perf: an overlap flag", "tide-perf", "--interleave", 2,
+         "--interleave is a tide-overlap option"},
         {"p2p: bad number", "tide-bench-p2p", "--iters=x", 2, "bad value 'x' for --iters"},
         {"p2p: out of range", "tide-bench-p2p", "--reps 200", 2, "bad value '200' for --reps"},
         {"p2p: operand", "tide-bench-p2p", "y", 2, "unexpected argument 'y'"},

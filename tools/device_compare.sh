@@ -35,8 +35,9 @@
 #       Gloo alike;
 #   (b) Gloo's overlap (gloo_bench.py --overlap) as in (a);
 #   (r) REPEATS - 1 more runs (default REPEATS=1: none) of the bound
-#       busy overlap at each world size of (a) and of the bound FSDP run,
-#       since single points of those moved a lot between runs.
+#       busy overlap at each world size of (a), with tide-overlap's
+#       --interleave pass, and of the bound FSDP run, since single points
+#       of those moved a lot between runs.
 # Overlap runs OVERLAP_ITERS calls a size (default 100; GLOO_ITERS, 30,
 # for Gloo's): at ten a size, one descheduled virtual CPU moved a 256 KiB
 # point from 98 % to 0 %.  The facts begin with a probe of which CPUs
@@ -361,8 +362,8 @@ fi
 for ((k = 2; k <= ${REPEATS:-1}; k++)); do
   for n in "${overlap_ranks[@]}"; do
     name=repeat$k-overlap-tide-bound-busy-n$n
-    step "$name" 60 trun -n "$n" -- tide-overlap --op allreduce "${overlap_sweep[@]}" \
-      --compute busy --json "$raw/$name.json"
+    step "$name" 90 trun -n "$n" -- tide-overlap --op allreduce "${overlap_sweep[@]}" \
+      --compute busy --interleave --json "$raw/$name.json"
   done
   for n in "${fsdp_ranks[@]}"; do
     step "repeat$k-fsdp-bound-n$n" 120 trun -n "$n" -- tide-fsdp-train "${fsdp_args[@]}"
@@ -560,14 +561,16 @@ for path in sorted(glob.glob(os.path.join(out, "raw", "repeat*-overlap-*.json"))
     m = re.match(r"repeat(\d+)-overlap-tide-bound-busy-n(\d+)\.json", os.path.basename(path))
     for r in records(os.path.basename(path)) if m else []:
         body.append([m.group(2), m.group(1), size_text(r["bytes"]), num(r["overlap_pct"]),
-                     num(r.get("overlap_median_pct")), num(r["t_pure_us"], "{:.0f}")])
+                     num(r.get("overlap_median_pct")), num(r.get("overlap_alt_pct")),
+                     num(r["t_pure_us"], "{:.0f}")])
 for path in sorted(glob.glob(os.path.join(out, "log", "repeat*-fsdp-*.log"))):
     name = os.path.basename(path)[:-4]
     got = [re.sub(r"^\[0\] ", "", l) for l in log_lines(name)
            if "hidden behind" in l or "on the critical path" in l]
     lines.append(f"{name}: " + ("\n   ".join(got) if got else "(no headline)"))
 section("(r) repeats: bound busy overlap (run k of REPEATS) and FSDP bound",
-        table(["ranks", "run", "size", "bound %", "bound med %", "t_pure µs"], body) + "\n" +
+        table(["ranks", "run", "size", "bound %", "bound med %", "in turn med %", "t_pure µs"],
+              body) + "\n" +
         "\n".join(lines))
 # (s) steal: each virtual CPU's time taken by the VM's host during the
 # bound busy overlap sweeps, beside each rank's median exposure at each

@@ -175,6 +175,7 @@ static bool take_value(int c, const char *arg, struct bench_opts *o, const char 
         return o->compute_sleep || strcmp(arg, "busy") == 0;
     case 'a': o->algo = arg; return true;
     case 'N': o->nonblocking = true; return true;
+    case 'L': o->interleave = true; return true;
     case 'j': o->json = arg; return true;
     }
     return ok;
@@ -197,8 +198,9 @@ static int take_option(void *reading, int c, int at, const char *arg)
     (void)at;
     if ((c == 'c' || c == 'N') && tool != BENCH_PERF)
         return cli_usage_error(t, "%s is a tide-perf option", c == 'c' ? "-c" : "--nonblocking");
-    if ((c == 't' || c == 'C') && tool != BENCH_OVERLAP)
-        return cli_usage_error(t, "%s is a tide-overlap option", c == 't' ? "-t" : "--compute");
+    if ((c == 't' || c == 'C' || c == 'L') && tool != BENCH_OVERLAP)
+        return cli_usage_error(t, "%s is a tide-overlap option",
+                               c == 't' ? "-t" : c == 'C' ? "--compute" : "--interleave");
     const char *what = "";
     if (take_value(c, arg, r->o, &what))
         return 0;
@@ -234,6 +236,7 @@ static int parse_options(int argc, char **argv, enum bench_tool tool, const char
         {"algo", required_argument, NULL, 'a'},     {"check", required_argument, NULL, 'c'},
         {"tests", required_argument, NULL, 't'},    {"compute", required_argument, NULL, 'C'},
         {"json", required_argument, NULL, 'j'},     {"nonblocking", no_argument, NULL, 'N'},
+        {"interleave", no_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},           {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };

@@ -42,6 +42,8 @@ struct bench_opts {
     int check;            /* -c (tide-perf) */
     int tests;            /* -t (tide-overlap): tide_test calls in the compute */
     bool compute_sleep;   /* --compute sleep (tide-overlap) */
+    bool interleave;      /* --interleave (tide-overlap): a pass of pure and
+                             overlapped calls in turn */
     const char *json;     /* --json FILE, or NULL */
     bool nonblocking;     /* --nonblocking (tide-perf): time tide_i*() and tide_wait */
 };

@@ -28,6 +28,15 @@
  * run oversleeps differently, which made single sizes of a 256 KiB
  * shared-memory sweep read anywhere from 40 to 85 % (this machine).
  *
+ * --interleave adds a pass after those two: -n pairs of calls, one pure
+ * and one overlapped in turn, each column from its medians (Alt.Ovl).
+ * OSU measures all of t_pure before any overlapped call, and on a VM
+ * whose host's speed drifts over seconds the two phases can see
+ * different machines: on the 16-core host, 8 ranks, t_pure of a 16 MiB
+ * all-reduce moved 7.3-8.4 ms between sweeps, and a size that hid 82-94 %
+ * exposed the same on every rank (docs/compare-2026-11-27-16core-night.md).
+ * In turn, both columns see the same drift.
+ *
  * The compute makes no tide call unless -t N asks for N tide_test calls
  * spread through it (OSU's -t): what is measured by default is progress
  * in the background.  The busy loop holds its core: with 4 ranks on 2
@@ -49,7 +58,8 @@ static const char usage[] =
     "\n"
     "  -t, --tests N        call tide_test N times spread through the compute\n"
     "                       (default 0: no tide call while computing)\n"
-    "  --compute busy|sleep spin (default, OSU's) or nanosleep for the compute\n";
+    "  --compute busy|sleep spin (default, OSU's) or nanosleep for the compute\n"
+    "  --interleave         then pure and overlapped calls in turn (the Alt.Ovl column)\n";
 
 enum { SPIN_CHUNK = 256 }; /* multiply-adds between looks at the clock */
 
@@ -64,6 +74,7 @@ struct times {
     double pure, cpu, overall;
     double post, wait; /* of overall: in the post, in tide_wait (OSU's Init, Wait) */
     double pure_median, exposed_median; /* exposed: t_overall - t_cpu of one call */
+    double alt_pure_median, alt_exposed_median; /* the same from --interleave's pass */
 };
 
 /* Each call's t_pure, and t_overall - t_cpu, for the medians. */
@@ -149,6 +160,25 @@ static int one_call(struct overlap *v, const struct bench_shape *s, double cpu_u
     return rc ? rc : tide_barrier(b->comm);
 }
 
+/* --interleave's pass: a pure call, then one overlapped for t->pure (the
+ * first pass's mean), -n times; their medians into t's alt_ fields. */
+static int interleaved(struct overlap *v, const struct bench_shape *s, struct samples *each_call,
+                       struct times *t)
+{
+    long n = v->b.opt.iters;
+    struct times sums = {0}; /* the first pass's means stay as they are */
+    int rc = 0;
+    for (long i = 0; i < n && !rc; i++) {
+        rc = one_call(v, s, -1, &sums, &each_call->pure[i]);
+        rc = rc ? rc : one_call(v, s, t->pure, &sums, &each_call->exposed[i]);
+    }
+    if (!rc) {
+        t->alt_pure_median = median_sort(each_call->pure, (size_t)n);
+        t->alt_exposed_median = median_sort(each_call->exposed, (size_t)n);
+    }
+    return rc;
+}
+
 static int measure(struct overlap *v, const struct bench_shape *s, struct samples *each_call,
                    struct times *t)
 {
@@ -173,8 +203,10 @@ static int measure(struct overlap *v, const struct bench_shape *s, struct sample
         rc = tide_allgather(b->comm, &t->exposed_median, each_call->by_rank, 1, TIDE_FLOAT64);
         rc = rc ? bench_report("the ranks' medians", rc) : 0;
     }
+    if (!rc && b->opt.interleave)
+        rc = interleaved(v, s, each_call, t);
     double *each[] = {&t->pure, &t->cpu, &t->overall, &t->post, &t->wait, &t->pure_median,
-                      &t->exposed_median};
+                      &t->exposed_median, &t->alt_pure_median, &t->alt_exposed_median};
     for (size_t k = 0; k < sizeof each / sizeof each[0] && !rc; k++)
         rc = bench_mean(b, each[k]);
     return rc;
@@ -202,6 +234,11 @@ static double overlap_median_pct(const struct times *t)
     return hidden_pct(t->exposed_median, t->pure_median);
 }
 
+static double overlap_alt_pct(const struct times *t)
+{
+    return hidden_pct(t->alt_exposed_median, t->alt_pure_median);
+}
+
 static void print_header(const struct overlap *v)
 {
     const struct bench *b = &v->b;
@@ -212,8 +249,11 @@ static void print_header(const struct overlap *v)
            b->opt.compute_sleep ? "sleep" : "busy", b->opt.tests, b->opt.warmup, b->opt.iters);
     printf("# Overall = post + compute + wait; Compute = that compute; a barrier after each call\n");
     printf("# Med.Ovl: the overlap from each rank's medians over the calls (stalls aside)\n");
-    printf("%-12s%14s%14s%17s%13s%11s%11s%13s\n", "# Size", "Overall(us)", "Compute(us)",
-           "Pure Comm.(us)", "Overlap(%)", "Post(us)", "Wait(us)", "Med.Ovl(%)");
+    if (b->opt.interleave)
+        printf("# Alt.Ovl: the same from a pass of pure and overlapped calls in turn\n");
+    printf("%-12s%14s%14s%17s%13s%11s%11s%13s%s\n", "# Size", "Overall(us)", "Compute(us)",
+           "Pure Comm.(us)", "Overlap(%)", "Post(us)", "Wait(us)", "Med.Ovl(%)",
+           b->opt.interleave ? "   Alt.Ovl(%)" : "");
 }
 
 static void report(struct overlap *v, const struct bench_shape *s, const struct times *t,
@@ -222,8 +262,11 @@ static void report(struct overlap *v, const struct bench_shape *s, const struct 
     const struct bench *b = &v->b;
     if (b->rank != 0)
         return;
-    printf("%-12zu%14.2f%14.2f%17.2f%13.2f%11.2f%11.2f%13.2f\n", s->bytes, t->overall, t->cpu,
+    printf("%-12zu%14.2f%14.2f%17.2f%13.2f%11.2f%11.2f%13.2f", s->bytes, t->overall, t->cpu,
            t->pure, overlap_pct(t), t->post, t->wait, overlap_median_pct(t));
+    if (b->opt.interleave)
+        printf("%13.2f", overlap_alt_pct(t));
+    printf("\n");
     fflush(stdout);
     FILE *f = bench_json_record(&v->json);
     if (!f)
@@ -246,7 +289,12 @@ static void report(struct overlap *v, const struct bench_shape *s, const struct 
             overlap_median_pct(t));
     for (int r = 0; r < b->size; r++)
         fprintf(f, "%s%.3f", r ? "," : "", by_rank[r]);
-    fprintf(f, "]}");
+    fprintf(f, "]");
+    if (b->opt.interleave)
+        fprintf(f, ",\"t_alt_pure_median_us\":%.3f,\"t_alt_exposed_median_us\":%.3f,"
+                "\"overlap_alt_pct\":%.2f", t->alt_pure_median, t->alt_exposed_median,
+                overlap_alt_pct(t));
+    fprintf(f, "}");
 }
 
 int main(int argc, char **argv)
