@@ -20,7 +20,8 @@
  *            every peer has published our last publication's sequence
  *            or a later one, so none still reads the slot we write now;
  *   publish  the part (if any) into the slot we did not use last, the
- *            slot's header (sequence, signature), then `posted`;
+ *            next of our eight headers (sequence, signature; a tiny part
+ *            rides in it instead: engine/board.h), then `posted`;
  *   read     once the peers it needs have posted this sequence: check
  *            each header (a different signature is a mismatch, named as
  *            for frames), then reduce or copy; the two-phase all-reduce
@@ -29,8 +30,9 @@
  * Why the gate suffices: a peer reads our slot for collective u only
  * inside its u, and publishes a later collective only after u ended
  * there (its own gate).  Our slot was last written for our publication
- * two back, u; the gate asks each peer to show our last publication w or
- * later, which is after u.  In steady state this holds at once: n - 1
+ * two back, u (the header we write, eight back: earlier still); the gate
+ * asks each peer to show our last publication w or later, which is after
+ * u.  In steady state this holds at once: n - 1
  * loads, no wait.  And `done` (every board collective up to it ended
  * here) lets a rank reuse the board of a freed communicator once its
  * former peers show they are past its last collective.
