@@ -35,7 +35,11 @@
  * different machines: on the 16-core host, 8 ranks, t_pure of a 16 MiB
  * all-reduce moved 7.3-8.4 ms between sweeps, and a size that hid 82-94 %
  * exposed the same on every rank (docs/compare-2026-11-27-16core-night.md).
- * In turn, both columns see the same drift.
+ * In turn, both columns see the same drift; but each pure call there
+ * follows an overlapped one and pays what that left behind (a progress
+ * thread gone to sleep, cold lines): on the 2-core machine, 2 ranks,
+ * shared memory, 256 KiB, sleeping compute, Alt.Ovl read 96-97 % where
+ * Med.Ovl read 87-88 %.  Read it beside Med.Ovl, not instead.
  *
  * The compute makes no tide call unless -t N asks for N tide_test calls
  * spread through it (OSU's -t): what is measured by default is progress
