@@ -294,16 +294,22 @@ static struct board *peer_board(struct tide__board_comm *bc, int q)
     return bc->peer[q];
 }
 
+/* The header our last publication went to: every member's publication
+ * of the same collective went to its own header of that index, since
+ * the ranks of a communicator publish once per board collective, alike. */
+static int last_head(const struct tide__board_comm *bc)
+{
+    return (int)((bc->pubs + BOARD_HEADS - 1) % BOARD_HEADS);
+}
+
 /* ---- what a rank that read nothing checks after the fact (board.h) ---- */
 
-/* The slot of board b whose header says seq, or -1.  It is most likely
- * the one we published seq into: the ranks of a communicator publish
- * once per board collective, alike.  *sig gets its signature, a copy:
- * it is not ours to trust. */
+/* The header of board b that says seq, or -1: most likely last_head's.
+ * *sig gets its signature, a copy: it is not ours to trust. */
 static int slot_of(struct tide__board_comm *bc, struct board *b, uint64_t seq,
                    struct tide__frame *sig)
 {
-    int first = (int)((bc->pubs + BOARD_HEADS - 1) % BOARD_HEADS);
+    int first = last_head(bc);
     for (int t = 0; t < BOARD_HEADS; t++) {
         int k = (first + t) % BOARD_HEADS;
         if (load(&b->head[k].seq) == seq) {
@@ -392,7 +398,7 @@ static bool shows(const struct tide__board_op *op, int q, size_t word_off, uint6
 {
     struct board *b = op->bc->peer[q];
     if (word_off == offsetof(struct board, posted)) {
-        struct board_slot_head *h = &b->head[(op->bc->pubs + BOARD_HEADS - 1) % BOARD_HEADS];
+        struct board_slot_head *h = &b->head[last_head(op->bc)];
         if (part_line)
             __builtin_prefetch((const uint8_t *)h + 64);
         if (load(&h->seq) == seq)
@@ -644,7 +650,7 @@ static bool take_part(struct tide__board_op *op, int q)
 
 static void prefetch_parts(const struct tide__board_op *op, enum tide__board_reads reads)
 {
-    int slot = (int)((op->bc->pubs + BOARD_HEADS - 1) % BOARD_HEADS); /* part_of's first guess */
+    int slot = last_head(op->bc); /* part_of's first guess */
     size_t off = 0;
     size_t len = op->algo->span ? op->algo->span(op, &off) : op->c.count * op->c.esize;
     size_t parts = reads == TIDE__READS_ALL ? (size_t)op->n - 1 : 1;
