@@ -36,6 +36,8 @@
  *                              then let go and sleep in io_uring_enter
  *                              (touching neither ring) until a
  *                              completion, a wake-up or the next deadline.
+ * For OWN_SPIN_NS after the last thing it moved, while its CPU looks
+ * free, it yields where it would sleep, park or nap (`struct awake`).
  * Sleep is announced in `sleeping` before the last look at the command
  * queue, and producers look at it after pushing (both seq_cst): either
  * the sleeper sees the command or the producer writes the eventfd.
@@ -362,6 +364,30 @@ static bool cpu_looks_free(struct spin_probe *p)
     return p->late < 2;
 }
 
+/* The progress thread stays awake for OWN_SPIN_NS after the last thing
+ * it moved, while the CPU looks free: where it would sleep (in the ring
+ * with nothing pending, parked while a caller waits, napping after a
+ * wait, dozing while a caller drives) it yields instead.  The next post
+ * then lands in the queue with no system call: waking a sleeping thread
+ * took 2.5 of a post's 3.0 us in this VM (a futex wake; 0.5 without it),
+ * and a caller back from computing usually waits, makes a small blocking
+ * call (a barrier) and posts the next operation, whose post paid that
+ * wake-up every time: 256 KiB all-reduce over shared memory, sleeping
+ * compute, hid 87-91 % of itself (medians), short of 95.  A computing
+ * caller on our CPU makes the yields come back late, and we sleep as
+ * before; a loop of small blocking calls, which the progress thread
+ * never drives, keeps it asleep as before. */
+struct awake {
+    uint64_t moved_ns; /* when the progress thread last moved something */
+    struct spin_probe probe;
+};
+
+/* Yields once, if still awake; whether it did. */
+static bool stay_awake(struct awake *a)
+{
+    return tide__now_ns() - a->moved_ns < OWN_SPIN_NS && cpu_looks_free(&a->probe);
+}
+
 /* Block in the ring (holding the drive right) up to wait_ns, unless a
  * command is already queued.  `sleeping` counts, not flags: the progress
  * thread may be asleep in the ring too (it let go of the lock first),
@@ -424,22 +450,21 @@ void tide__progress_drive_until(struct tide__ctx *ctx, tide_req *req, uint64_t d
  * stopped for want of work, false when a caller came to wait (or the
  * context stops): that caller drives now, and may be gone again by the
  * time we look, leaving operations pending that a sleep would stall. */
-static bool drive_while_needed(struct tide__ctx *ctx)
+static bool drive_while_needed(struct tide__ctx *ctx, struct awake *a)
 {
     bool own = ctx->place.own;
-    struct spin_probe probe = {0};
-    uint64_t idle_since = tide__now_ns();
+    uint64_t since = tide__now_ns(); /* or the last turn that moved something */
     while (!ctx->stopping && !atomic_load(&ctx->waiters)) {
+        uint64_t now = tide__now_ns();
         if (tide__progress_turn(ctx, 0)) {
-            idle_since = tide__now_ns();
+            a->moved_ns = since = tide__now_ns();
             continue;
         }
-        uint64_t idle = tide__now_ns() - idle_since;
-        if ((!ctx->nactive && !own) || idle >= OWN_SPIN_NS)
+        if (now - since >= OWN_SPIN_NS)
             return true;
-        if (idle < ctx->spin_ns || own)
+        if (own || (ctx->nactive && now - since < ctx->spin_ns))
             tide__spin_yield(); /* a computing caller (or a neighbour's progress) may need it */
-        else if (!cpu_looks_free(&probe))
+        else if (ctx->nactive ? !cpu_looks_free(&a->probe) : !stay_awake(a))
             return true;
     }
     return false;
@@ -512,10 +537,12 @@ static bool outwait_callers(struct tide__ctx *ctx)
 /* Callers drive while they wait, and for GRACE_NS after: stay out of
  * their way.  Sleeps and returns true, or returns false when the progress
  * thread should drive. */
-static bool leave_to_callers(struct tide__ctx *ctx, struct lookout *look)
+static bool leave_to_callers(struct tide__ctx *ctx, struct lookout *look, struct awake *a)
 {
     uint32_t w = atomic_load(&ctx->waiters);
     if (w && ctx->place.own && outwait_callers(ctx))
+        return true;
+    if (w && stay_awake(a))
         return true;
     if (w) {
         atomic_store(&ctx->parked, true);
@@ -532,7 +559,8 @@ static bool leave_to_callers(struct tide__ctx *ctx, struct lookout *look)
     }
     if (since >= GRACE_NS || !tide__mpsc_empty(&ctx->cmds) || ctx->place.own)
         return false; /* a post with nobody waiting is ours to start */
-    nap(ctx, GRACE_NS - since);
+    if (!stay_awake(a))
+        nap(ctx, GRACE_NS - since);
     return true;
 }
 
@@ -585,15 +613,17 @@ static void *progress_main(void *arg)
         return NULL;
 
     struct lookout look = {GRACE_NS, 0};
+    struct awake awake = {0};
     for (;;) {
-        if (leave_to_callers(ctx, &look))
+        if (leave_to_callers(ctx, &look, &awake))
             continue;
         if (pthread_mutex_trylock(&ctx->drive_lock)) {
-            nap_while_busy();
+            if (!stay_awake(&awake))
+                nap_while_busy();
             continue;
         }
         lookout_reset(&look);
-        bool idle = drive_while_needed(ctx);
+        bool idle = drive_while_needed(ctx, &awake);
         if (ctx->stopping)
             break;
         if (idle)
