@@ -6,7 +6,8 @@
  * staged collectives (collectives/stage.h): chosen exactly where every
  * pair shares memory, many in flight at once on several communicators,
  * their slots given back, the reduce-scatter's rounds, and a rank killed
- * in the middle of one. */
+ * in the middle of one; and that single copies (process_vm_readv) keep a
+ * chain broadcast's receives posted ahead of its chunks. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "engine/context.h"
 #include "tests/harness.h"
 
 /* TIDE_TEST_HOST_SIZE (harness.c) as this test set it: 0 = one host. */
@@ -336,6 +338,62 @@ static void staged_reduce_scatter(void **state)
     assert_int_equal(run_on_shm(4, staged_reduce_scatter_body, NULL), 0);
 }
 
+/* ---- single copies keep up with a pipeline ---- */
+
+#define CHAIN_FLOATS ((size_t)4 << 20) /* 16 MiB: 64 chunks of the chain's 256 KiB */
+#define CHAIN_ROUNDS 3
+#define CHAIN_WINDOW 8 /* chain.c's WINDOW: receives posted ahead */
+
+/* A chain broadcast on 2 ranks: the reader acks a single-copy chunk, the
+ * root sends the next at once, and the receive for it is posted when the
+ * chunk before is delivered.  Only the first window's chunks may beat
+ * their receives (the root may start first; and one frame more, of
+ * whatever comes next); the rest must find theirs posted.  A reader that read on through every frame in its ring before
+ * delivering anything routed all of them to the unexpected pool (56 of
+ * the 64 chunks each time) and took 10-20x as long. */
+static void chain_single_copies(tide_comm *comm, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(comm);
+    float *v = malloc(CHAIN_FLOATS * sizeof *v);
+    EXPECT(v, "malloc");
+    for (int k = 0; k < CHAIN_ROUNDS; k++) {
+        for (size_t i = 0; i < CHAIN_FLOATS; i++)
+            v[i] = r == 0 ? input(k, i) : -1.0f;
+        EXPECT_OK(tide_barrier(comm));
+        uint64_t before = comm->ctx->frames_unexpected;
+        tide_req *req;
+        EXPECT_OK(tide_ibroadcast(comm, v, CHAIN_FLOATS, TIDE_FLOAT32, 0, &req));
+        EXPECT_OK(tide_wait(req, 30000));
+        EXPECT(!strcmp(tide_req_algorithm(req), "chain"), "ran %s", tide_req_algorithm(req));
+        tide_req_free(req);
+        uint64_t ux = comm->ctx->frames_unexpected - before;
+        EXPECT(ux <= CHAIN_WINDOW + 1, "round %d: %llu frames came before their receive "
+               "(%d chunks are posted ahead)", k, (unsigned long long)ux, CHAIN_WINDOW);
+        for (size_t i = 0; i < CHAIN_FLOATS; i++)
+            if (v[i] != input(k, i)) {
+                EXPECT(0, "rank %d, round %d, element %zu: %g", r, k, i, (double)v[i]);
+                break;
+            }
+    }
+    free(v);
+}
+
+static void chain_broadcast_keeps_its_receives_posted(void **state)
+{
+    (void)state;
+    static const char *cma[] = {"1", "auto"}; /* every frame single-copy; pulled ones */
+    setenv("TIDE_ALGO_BROADCAST", "chain", 1);
+    for (size_t i = 0; i < sizeof cma / sizeof cma[0]; i++) {
+        setenv("TIDE_SHM_CMA", cma[i], 1);
+        int failed = run_on_shm(2, chain_single_copies, NULL);
+        if (failed)
+            fail_msg("TIDE_SHM_CMA=%s: %d ranks failed", cma[i], failed);
+    }
+    unsetenv("TIDE_SHM_CMA");
+    unsetenv("TIDE_ALGO_BROADCAST");
+}
+
 /* Rank 2 dies while a 64 MiB staged allreduce runs: every other rank
  * fails with TIDE_EPEER within the run limit, and the next staged call
  * on the broken communicator fails too rather than hang. */
@@ -366,6 +424,7 @@ int main(void)
         cmocka_unit_test(staged_collectives_together),
         cmocka_unit_test(staged_reduce_scatter),
         cmocka_unit_test(rank_killed_mid_staged_collective),
+        cmocka_unit_test(chain_broadcast_keeps_its_receives_posted),
     };
     return cmocka_run_group_tests_name("shm transport", tests, NULL, NULL);
 }
