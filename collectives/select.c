@@ -130,10 +130,28 @@ static size_t stage_from(uint8_t kind, int n)
     }
 }
 
+/* ...and below these.  A 2-rank all-gather from 2 MiB goes back to the
+ * ring: staging copies whole halves of a slot (1 MiB) in and then out,
+ * where the ring's pieces are copied in and out while still in cache.
+ * Measured on an AMD EPYC 2-core VM (2026-11-28, five interleaved rounds,
+ * medians, us): 2 MiB 80 against 89 staged, 4 MiB 166 against 199,
+ * 8 MiB 433 against 549, 16 MiB 1374 against 1581, 32 MiB 3675 against
+ * 3846; 512 KiB and 1 MiB within 5 %, and Open MPI's vader between the
+ * two (4 MiB 251, 8 MiB 649).  In that VM's slower hours, when every
+ * copy of a whole MiB runs at half speed (the staged all-reduce and
+ * broadcast too), 2.0-2.2x: 4 MiB 204-225 against 451-462 (three
+ * rounds).  On the 16-core host the staged 4 MiB
+ * all-gather was 0.91x of vader's speed (README, "On a many-core
+ * host"). */
+static size_t stage_until(uint8_t kind, int n)
+{
+    return kind == TIDE_KIND_ALLGATHER && n == 2 ? (size_t)2 << 20 : SIZE_MAX;
+}
+
 static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
     int n = comm->size;
-    if (bytes < stage_from(kind, n))
+    if (bytes < stage_from(kind, n) || bytes >= stage_until(kind, n))
         return NULL;
     switch (kind) {
     case TIDE_KIND_ALLREDUCE:

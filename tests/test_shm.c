@@ -178,9 +178,10 @@ static float input(int r, size_t i)
 static void staged_together(tide_comm *comm, void *arg)
 {
     int r = tide_comm_rank(comm), n = tide_comm_size(comm);
-    /* Past every staged threshold at 2 ranks (select.c), and not a
-     * multiple of the group. */
-    size_t count = ((size_t)1 << 18) + 1;
+    /* Past every staged threshold at 2 ranks, under the 2-rank
+     * all-gather's ceiling (2 MiB in all; select.c), and not a multiple
+     * of the group. */
+    size_t count = ((size_t)1 << 17) + 1;
     tide_comm *half;
     EXPECT_OK(tide_comm_split(comm, r % 2, r, &half));
     int hn = tide_comm_size(half);
