@@ -223,7 +223,8 @@ struct tide__ctx {
     bool board_direct; /* blocking board collectives may end on the caller's thread
                           (collectives/board.h); TIDE_BOARD_DIRECT=0 turns it off */
     uint64_t board_direct_ended; /* drive right: how many did (tests look) */
-    uint64_t frames_unexpected;  /* drive right: frames no receive was posted for (tests look) */
+    uint64_t frames_unexpected;  /* drive right: collectives' frames that came before their
+                                    receive (tests look) */
     bool inline_mode;
     /* tide_finalize ran: every call on its communicators is refused
      * (tide__comm_usable).  The context's memory outlives it for that

@@ -320,11 +320,12 @@ static void inbox_push(struct tide__ctx *ctx, int peer, const struct tide__frame
 
 void tide__frame_unexpected(struct tide__ctx *ctx, int peer, const struct tide__frame *f)
 {
-    ctx->frames_unexpected++;
     /* Point-to-point frames have no signature; an agreement's early
      * frames (agree.c) are its own business. */
-    if (f->seq != 0 && f->seq < TIDE_RECOVERY_SEQ_MIN)
-        inbox_push(ctx, peer, f, 0, NULL, 0);
+    if (f->seq == 0 || f->seq >= TIDE_RECOVERY_SEQ_MIN)
+        return;
+    ctx->frames_unexpected++;
+    inbox_push(ctx, peer, f, 0, NULL, 0);
 }
 
 void tide__frame_poison(struct tide__ctx *ctx, int peer, const struct tide__frame *f,
