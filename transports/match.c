@@ -126,39 +126,52 @@ int tide__match_deliver(const struct tide__unexp *ux, tide__msg *m)
  * receive kept the reactor thread 1.1 s in that memset on a VM whose
  * page faults are dear, and a rank lost meanwhile went unnoticed as long
  * (test_failures_tcp's peer_killed). */
-#define PAYLOAD_MAP_MIN ((size_t)1 << 20)
-
-static uint8_t *payload_new(size_t len)
+uint8_t *tide__payload_new(size_t len)
 {
-    if (len < PAYLOAD_MAP_MIN)
+    if (len < TIDE_PAYLOAD_MAP_MIN)
         return malloc(len);
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
-static void payload_free(uint8_t *p, size_t len)
+void tide__payload_free(uint8_t *p, size_t len)
 {
-    if (len < PAYLOAD_MAP_MIN)
+    if (len < TIDE_PAYLOAD_MAP_MIN)
         free(p);
     else if (p)
         munmap(p, len);
 }
 
-struct tide__unexp *tide__unexp_new(const struct tide__frame *f, const void *data)
+struct tide__unexp *tide__unexp_into(const struct tide__frame *f, uint8_t *payload)
 {
     struct tide__unexp *ux = calloc(1, sizeof *ux);
     if (!ux)
         return NULL;
     ux->hdr = *f;
-    if (f->len) {
-        ux->data = payload_new((size_t)f->len);
-        if (!ux->data) {
-            free(ux);
-            return NULL;
-        }
-        if (data)
-            memcpy(ux->data, data, (size_t)f->len);
+    ux->data = payload;
+    ux->complete = f->len == 0;
+    return ux;
+}
+
+uint8_t *tide__unexp_take_payload(struct tide__unexp *ux)
+{
+    uint8_t *p = ux->data;
+    ux->data = NULL;
+    return p;
+}
+
+struct tide__unexp *tide__unexp_new(const struct tide__frame *f, const void *data)
+{
+    uint8_t *payload = NULL;
+    if (f->len && !(payload = tide__payload_new((size_t)f->len)))
+        return NULL;
+    struct tide__unexp *ux = tide__unexp_into(f, payload);
+    if (!ux) {
+        tide__payload_free(payload, (size_t)f->len);
+        return NULL;
     }
+    if (data && f->len)
+        memcpy(ux->data, data, (size_t)f->len);
     ux->complete = data != NULL || f->len == 0;
     return ux;
 }
@@ -167,7 +180,7 @@ void tide__unexp_free(struct tide__unexp *ux)
 {
     if (!ux)
         return;
-    payload_free(ux->data, (size_t)ux->hdr.len);
+    tide__payload_free(ux->data, (size_t)ux->hdr.len);
     free(ux);
 }
 

@@ -61,6 +61,21 @@ int tide__match_deliver(const struct tide__unexp *ux, tide__msg *m);
 struct tide__unexp *tide__unexp_new(const struct tide__frame *f, const void *data);
 void tide__unexp_free(struct tide__unexp *ux);
 
+/* From this many bytes a payload has pages of its own (match.c), which a
+ * transport may keep for the next frame of that length (rx.c, spares). */
+#define TIDE_PAYLOAD_MAP_MIN ((size_t)1 << 20)
+
+/* Frame f, about to arrive into payload: f->len bytes that
+ * tide__payload_new gave, now the frame's.  NULL when out of memory
+ * (payload is then still the caller's). */
+struct tide__unexp *tide__unexp_into(const struct tide__frame *f, uint8_t *payload);
+
+/* Take ux's payload back before freeing ux (NULL if it has none). */
+uint8_t *tide__unexp_take_payload(struct tide__unexp *ux);
+
+uint8_t *tide__payload_new(size_t len);
+void tide__payload_free(uint8_t *p, size_t len);
+
 /* Free every frame still in mq's unexpected list (transport teardown). */
 void tide__match_free_unexpected(struct tide__match *mq);
 

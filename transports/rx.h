@@ -21,9 +21,20 @@
  * bound; a frame larger than the whole limit parks until its receive is
  * posted, however empty the pool (issue 33: one header announcing 4 GiB
  * reserved 4 GiB). */
+#define TIDE_RX_SPARES 4
+
 struct tide__rx_pool {
     size_t bytes, limit;
+    /* Large payloads let go of, kept for the next frame of their length
+     * (rx.c, "Spares"); not counted in bytes. */
+    struct tide__rx_spare {
+        uint8_t *p;
+        size_t len;
+    } spare[TIDE_RX_SPARES];
 };
+
+/* Transport teardown: give the spares back. */
+void tide__rx_pool_free(struct tide__rx_pool *pool);
 
 /* What one unexpected frame with header f holds in the pool. */
 size_t tide__rx_held(const struct tide__frame *f);

@@ -286,6 +286,7 @@ static void destroy(struct tide__transport *base)
         close(c->fd);
         shm_recv_free(c);
     }
+    tide__rx_pool_free(&tp->pool);
     shm_unmap(tp);
     if (tp->wake_fd >= 0)
         close(tp->wake_fd);

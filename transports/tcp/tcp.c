@@ -164,6 +164,7 @@ static void destroy(struct tide__transport *base)
         tide__wire_dir_clear(&c->tx_auth);
         tide__wire_dir_clear(&c->rx_auth);
     }
+    tide__rx_pool_free(&tp->pool);
     free(tp->conns);
     free(tp);
 }
