@@ -28,6 +28,19 @@ static struct tide__frame p2p_frame(uint32_t tag, uint64_t len)
     return f;
 }
 
+/* A receive from peer 1 with tag, into len bytes at buf. */
+static tide__msg p2p_recv(uint32_t tag, uint8_t *buf, size_t len)
+{
+    tide__msg m;
+    memset(&m, 0, sizeof m);
+    m.dir = TIDE_MSG_RECV;
+    m.peer = 1;
+    m.hdr = p2p_frame(tag, 0);
+    m.buf = buf;
+    m.len = len;
+    return m;
+}
+
 /* Route frames of len bytes until the pool parks one; the count taken. */
 static int fill(struct tide__rx *rx, struct tide__rx_pool *pool, uint64_t len, int most)
 {
@@ -98,13 +111,7 @@ static void frame_larger_than_the_pool_waits_for_its_receive(void **state)
     assert_int_equal(tide__rx_route(&rx, &pool, NULL, 1, false), TIDE_RX_PARK);
     assert_int_equal(pool.bytes, 0);
     static uint8_t buf[8192];
-    tide__msg m;
-    memset(&m, 0, sizeof m);
-    m.dir = TIDE_MSG_RECV;
-    m.peer = 1;
-    m.hdr = p2p_frame(5, 0);
-    m.buf = buf;
-    m.len = sizeof buf;
+    tide__msg m = p2p_recv(5, buf, sizeof buf);
     rx.hdr = p2p_frame(5, sizeof buf);
     assert_int_equal(tide__rx_route(&rx, &pool, NULL, 1, false), TIDE_RX_PARK);
     tide__match_post(&rx.mq, &m);
@@ -137,13 +144,7 @@ static void large_payloads_are_reused(void **state)
     rx.dst += half;
     rx.left -= half;
     static uint8_t buf[(size_t)2 << 20];
-    tide__msg m;
-    memset(&m, 0, sizeof m);
-    m.dir = TIDE_MSG_RECV;
-    m.peer = 1;
-    m.hdr = p2p_frame(7, 0);
-    m.buf = buf;
-    m.len = sizeof buf;
+    tide__msg m = p2p_recv(7, buf, sizeof buf);
     bool freed;
     assert_true(tide__rx_post(&rx, &pool, NULL, &m, false, true, &freed));
     assert_true(freed);                   /* taken over: its payload let go of */
