@@ -159,9 +159,15 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
     case TIDE_KIND_BROADCAST:
         return &tide__algo_stage_bcast;
     case TIDE_KIND_REDUCE_SCATTER:
-        /* In place of recursive halving only: from where the ring pays
-         * it led Open MPI by 1.4-6.4x on the 16-core host. */
-        if (ring_pays(n, bytes) || !tide__stage_fits_blocks(comm))
+        /* Where the ring pays it led Open MPI by 1.4-6.4x on the 16-core
+         * host at 8 and 16 ranks, where staging was not tried against it:
+         * the ring keeps those.  Up to 4 ranks staging leads it at every
+         * size: AMD EPYC 2-core VM (2026-11-28, five interleaved rounds,
+         * medians, out of place / in place, us), 2 ranks 2 MiB 137 / 171
+         * against 179 / 213, 8 MiB 559 / 678 against 695 / 866, 32 MiB
+         * 3103 / 4485 against 4124 / 5094; 4 ranks sharing the 2 cores
+         * 1 MiB 0.29 against 0.9-1.5 ms, 16 MiB 4.5 against 34-50. */
+        if ((n > 4 && ring_pays(n, bytes)) || !tide__stage_fits_blocks(comm))
             return NULL;
         return &tide__algo_stage_reduce_scatter;
     default:

@@ -308,10 +308,10 @@ static void rs_case(tide_comm *c, size_t block, bool in_place, tide_op op, const
     free(out);
 }
 
-/* By size on 4 ranks and a group of 3: staged between the boards and the
- * ring; forced, blocks that take several rounds of a staging half and
- * end in a partial one (1 MiB halves: 65536 floats a block a round on 4
- * ranks), in place and out. */
+/* By size on 4 ranks and a group of 3: staged from where the boards end,
+ * at every size up to 4 ranks (select.c); forced, blocks that take
+ * several rounds of a staging half and end in a partial one (1 MiB
+ * halves: 65536 floats a block a round on 4 ranks), in place and out. */
 static void staged_reduce_scatter_body(tide_comm *world, void *arg)
 {
     (void)arg;
@@ -319,7 +319,7 @@ static void staged_reduce_scatter_body(tide_comm *world, void *arg)
     tide_comm *three;
     EXPECT_OK(tide_comm_split(world, r < 3, r, &three));
     rs_case(world, 20000, false, TIDE_SUM, "shm");        /* 312 KiB in all */
-    rs_case(world, 300000, false, TIDE_SUM, "ring");      /* 4.6 MiB: the ring pays */
+    rs_case(world, 300000, false, TIDE_SUM, "shm");       /* 4.6 MiB, where the ring would pay */
     if (r < 3)
         rs_case(three, 30000, true, TIDE_MAX, "shm");
     setenv("TIDE_ALGO_REDUCE_SCATTER", "shm", 1);
