@@ -374,11 +374,16 @@ bool tide__check_notes(tide_req *req)
 {
     struct tide__ctx *ctx = req->ctx;
     tide_comm *comm = req->comm;
-    if (req->seq > comm->started_seq)
-        comm->started_seq = req->seq;
+    uint32_t comm_id = comm->id;
+    uint64_t seq = req->seq;
+    if (seq > comm->started_seq)
+        comm->started_seq = seq;
     bool failed = false;
     struct tide__seqmap_node *key;
-    while ((key = tide__seqmap_find(&ctx->notes, comm->id, req->seq, NULL))) {
+    /* Once failed, req may be gone: its caller, waiting on another
+     * thread, can see it end and free it (ASan caught it, a progress
+     * thread starting a handed-over all-gather), and comm with it. */
+    while ((key = tide__seqmap_find(&ctx->notes, comm_id, seq, NULL))) {
         tide__seqmap_remove(&ctx->notes, key);
         struct kept_note *k = container_of(key, struct kept_note, key);
         if (!failed) /* one account is enough */
