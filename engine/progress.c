@@ -455,9 +455,10 @@ static bool drive_while_needed(struct tide__ctx *ctx, struct awake *a)
     bool own = ctx->place.own;
     uint64_t since = tide__now_ns(); /* or the last turn that moved something */
     while (!ctx->stopping && !atomic_load(&ctx->waiters)) {
+        int moved = tide__progress_turn(ctx, 0);
         uint64_t now = tide__now_ns();
-        if (tide__progress_turn(ctx, 0)) {
-            a->moved_ns = since = tide__now_ns();
+        if (moved) {
+            a->moved_ns = since = now;
             continue;
         }
         if (now - since >= OWN_SPIN_NS)
