@@ -438,21 +438,22 @@ static bool shows(const struct tide__board_op *op, int q, size_t word_off, uint6
 
 static enum tide__board_reads reads_of(const struct tide__board_op *op);
 
-/* A broadcast's root on 2 ranks whose part rides in its header's first
- * line: its gate lets it publish up to AHEAD_MAX collectives past what
- * its reader last posted, and looks at the reader's `posted` only once
- * that is spent.  At the gate below, which waits for the reader to post
- * our last publication, each call paid two crossings in a row (the
- * reader's `posted` came to us, then our header went to it).  2 ranks,
- * 8 B, back to back, in an hour of this VM when a crossing took 200 ns:
- * 0.53 us a call at that gate, 0.35 running ahead, 0.33 with the reader
- * asking for our next header early (ask_next_head); in its faster hours
- * 0.33-0.34 against 0.32 (five interleaved rounds), where Open MPI's
- * vader takes 0.12 either way.  Larger parts wait at the gate below: the
- * data slot is reused every other publication, and 64 B in the header's
- * second line measured no faster ahead than from the slot at that gate.
- * At 8 ranks a root seven ahead measured slower on the 16-core host
- * (0.88 against 0.68 us, docs/small-messages.md): not there until
+/* A broadcast's root on 2 ranks whose part rides in its header (up to
+ * 72 bytes, BOARD_TINY): its gate lets it publish up to AHEAD_MAX
+ * collectives past what its reader last posted, and looks at the
+ * reader's `posted` only once that is spent.  At the gate below, which
+ * waits for the reader to post our last publication, each call paid two
+ * crossings in a row (the reader's `posted` came to us, then our header
+ * went to it).  2 ranks, back to back, in an hour of this VM when a
+ * crossing took 200 ns: 8 B 0.53 us a call at that gate, 0.35 running
+ * ahead, 0.33 with the reader asking for our next header early
+ * (ask_next_head); in a middling hour (five interleaved rounds) 8 B 0.48
+ * against 0.38-0.45, 64 B 0.46-0.56 against 0.37-0.42; in the fastest
+ * hours 8 B 0.32 against 0.33-0.34, 64 B 0.33 against 0.355, where Open
+ * MPI's vader takes 0.12 and 0.26.  (A part of 9-72 bytes goes to the
+ * data slot otherwise, which is reused every other publication: no lead
+ * there.)  At 8 ranks a root seven ahead measured slower on the 16-core
+ * host (0.88 against 0.68 us, docs/small-messages.md): not there until
  * measured again.  AHEAD_MAX + 1 < BOARD_HEADS keeps the headers of the
  * unread ones, ours and the reader's, in place until check_unread has
  * seen them. */
@@ -462,7 +463,7 @@ static bool runs_ahead(struct tide__board_op *op)
 {
     const void *src;
     return op->n == 2 && reads_of(op) == TIDE__READS_NONE &&
-           op->algo->part(op, &src) <= BOARD_TINY_LINE;
+           op->algo->part(op, &src) <= BOARD_TINY;
 }
 
 static bool ahead_gate(struct tide__board_op *op, int *peer)
@@ -548,14 +549,18 @@ static int next_read(const struct tide__board_op *op, enum tide__board_reads rea
 }
 
 /* A broadcast's reader whose root runs ahead (runs_ahead) asks for the
- * root's next header as soon as it has this one: the root most likely
+ * root's next header (both lines if the part rides in the second) as
+ * soon as it has this one: the root most likely
  * wrote it already, and the crossing then overlaps with the rest of
  * this call (2 ranks, 8 B, back to back: 0.33 us a call against 0.35
  * without, in an hour of this VM when a crossing took 200 ns). */
-static void ask_next_head(const struct tide__board_op *op)
+static void ask_next_head(const struct tide__board_op *op, bool line2)
 {
     const struct board *root = op->bc->peer[op->c.root];
-    __builtin_prefetch(&root->head[(last_head(op->bc) + 1) % BOARD_HEADS]);
+    const uint8_t *h = (const uint8_t *)&root->head[(last_head(op->bc) + 1) % BOARD_HEADS];
+    __builtin_prefetch(h);
+    if (line2)
+        __builtin_prefetch(h + 64);
 }
 
 /* Every rank we read shows `word` >= our sequence. */
@@ -564,7 +569,11 @@ static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
     uint64_t seq = op->c.req.seq;
     enum tide__board_reads reads = reads_of(op);
     bool posted = word_off == offsetof(struct board, posted);
-    bool part_line = op->line2 && posted;
+    /* A broadcast's root running ahead puts 9-72 bytes there too. */
+    size_t bytes = op->c.count * op->c.esize;
+    bool ahead = reads == TIDE__READS_ROOT && op->n == 2 && bytes <= BOARD_TINY;
+    bool root_line2 = ahead && bytes > BOARD_TINY_LINE;
+    bool part_line = (op->line2 || root_line2) && posted;
     for (int q = next_read(op, reads, op->next); q < op->n; q = next_read(op, reads, q + 1)) {
         op->next = q; /* the next look starts here */
         if (!shows(op, q, word_off, seq, part_line)) {
@@ -573,9 +582,8 @@ static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
         }
     }
     op->next = op->n;
-    if (posted && reads == TIDE__READS_ROOT && op->n == 2 &&
-        op->c.count * op->c.esize <= BOARD_TINY_LINE)
-        ask_next_head(op); /* its root runs ahead */
+    if (posted && ahead)
+        ask_next_head(op, root_line2);
     /* We read every peer's (a broadcast's reader on 2 ranks reads the
      * only peer's): the next gate need not look at their `posted`. */
     bool every = reads == TIDE__READS_ALL || (reads == TIDE__READS_ROOT && op->n == 2);
@@ -621,14 +629,14 @@ static void wait_for(struct tide__board_op *op, int peer)
 /* ---- the steps ---- */
 
 /* The most bytes of a part that go into its header (engine/board.h).
- * A broadcast's only where they share the first line: its readers wait
- * on the root's header, and 64 bytes in the second line took the 2-rank
- * loop 0.60 us a call against 0.49 from the slot's data (0.50 against
- * 0.47 with the second line prefetched at every look, as shows does for
- * the others). */
-static size_t tiny_max(const struct tide__board_op *op)
+ * A broadcast's only where they share the first line, unless its root
+ * runs ahead (runs_ahead): its readers wait on the root's header, and
+ * 64 bytes in the second line took the 2-rank loop 0.60 us a call
+ * against 0.49 from the slot's data (0.50 against 0.47 with the second
+ * line prefetched at every look, as shows does for the others). */
+static size_t tiny_max(struct tide__board_op *op)
 {
-    return reads_of(op) == TIDE__READS_ALL ? BOARD_TINY : BOARD_TINY_LINE;
+    return reads_of(op) == TIDE__READS_ALL || runs_ahead(op) ? BOARD_TINY : BOARD_TINY_LINE;
 }
 
 /* Where read takes our own part from (bytes of it at src, published in

@@ -793,8 +793,9 @@ static void broadcast_root_runs_ahead(void **state)
     assert_int_equal(run_on_shm(3, 20, runs_ahead_body, NULL), 0);
 }
 
-/* 2 ranks, 8-byte broadcasts from rank 0: its gate lets it publish up to
- * six ahead of its reader (board.c, runs_ahead).  The reader stops now
+/* 2 ranks, broadcasts of 8-80 bytes from rank 0: up to 72 its gate lets
+ * it publish up to six ahead of its reader (board.c, runs_ahead), 80
+ * bytes wait at the plain gate.  The reader stops now
  * and then (arg: how long, us) so that the root uses up that lead and
  * must wait; a larger broadcast, from either rank, and an all-reduce
  * come between, which the root may not pass early.  Every value
@@ -805,9 +806,13 @@ static void ahead_body(tide_comm *world, void *arg)
     int r = tide_comm_rank(world);
     setenv("TIDE_ALGO_BROADCAST", "board", 1);
     for (int k = 0; k < 4000; k++) {
-        int64_t v = r == 0 ? 7 * k + 1 : -1;
-        EXPECT_OK(tide_broadcast(world, &v, 1, TIDE_INT64, 0));
-        EXPECT(v == 7 * k + 1, "broadcast %d gave %lld", k, (long long)v);
+        int64_t v[10];
+        int count = 1 + k % 10;
+        for (int i = 0; i < count; i++)
+            v[i] = r == 0 ? 7 * k + i : -1;
+        EXPECT_OK(tide_broadcast(world, v, (size_t)count, TIDE_INT64, 0));
+        for (int i = 0; i < count; i++)
+            EXPECT(v[i] == 7 * k + i, "broadcast %d [%d] gave %lld", k, i, (long long)v[i]);
         if (r == 1 && pause_us && k % 37 == 0)
             usleep((useconds_t)pause_us);
         if (k % 101 == 50) {
