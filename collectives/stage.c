@@ -27,9 +27,34 @@ size_t tide__stage_share_off(size_t elems, int n, int q)
     return uq * base + (uq < extra ? uq : extra);
 }
 
+/* A round of a whole half (1 MiB) is copied in and out beyond the
+ * caches' reach: up to 4 ranks rounds of 512 KiB took half the time of
+ * whole halves.  AMD EPYC 2-core VM (2026-11-28, three interleaved
+ * rounds, us), 2 ranks, halves against 512 KiB: all-reduce 1 MiB
+ * 211-266 against 106-133, 4 MiB 965-1092 against 405-445, 32 MiB
+ * 8304-9840 against 5052-5460 (the ring 117-156, 504-556, 6894-7627);
+ * broadcast 2 MiB 288-366 against 114-121, 4 MiB 667-702 against
+ * 198-224, 16 MiB 2516-2584 against 832-878 (the tree over the rings
+ * 154-193, 323-378, 1498-1688; Open MPI's vader 4 MiB 238-282, 16 MiB
+ * 1658-1668); all-gather 4 MiB 453-512 against 219-258, as fast as the
+ * ring, which select.c gives 2 ranks from 2 MiB.  4 ranks sharing the 2
+ * cores, broadcast 4 MiB 1026-1112 against 540-658.  256 KiB was as
+ * fast to 4 MiB and slower beyond, 128 KiB slower still.  (An earlier
+ * 2-core machine measured a 2 MiB broadcast in halves ahead, 87-97
+ * against 131-224.)  The reduce-scatter's rounds are a half of n
+ * blocks, 512 KiB each at 2 ranks: 512 KiB rounds changed nothing
+ * there.  8 and 16 ranks keep whole halves, with which they led vader
+ * by 1.4-3.4x at 16 MiB on the 16-core host, until a many-core run
+ * compares the two. */
+#define STAGE_ROUND_MAX ((size_t)512 << 10)
+#define STAGE_SMALL_GROUP 4
+
 void tide__stage_plan_rounds(struct tide__stage *s, size_t chunk)
 {
-    size_t most = s->half / s->c.esize;
+    size_t round = s->half;
+    if (s->n <= STAGE_SMALL_GROUP && round > STAGE_ROUND_MAX)
+        round = STAGE_ROUND_MAX;
+    size_t most = round / s->c.esize;
     s->chunk = chunk && chunk < most ? chunk : most;
     s->nrounds = (uint32_t)((s->c.count + s->chunk - 1) / s->chunk);
 }

@@ -73,8 +73,9 @@ const uint8_t *tide__stage_half(const struct tide__stage *s, int q, int h);
 void tide__stage_release(tide_req *req);
 
 /* Rounds over the c.count elements, `chunk` of them each (at most half
- * a slot; 0: a whole half): sets chunk and nrounds.  And the elements
- * of round k: [*base, *base + return). */
+ * a slot, and up to 4 ranks at most 512 KiB: stage.c says why; 0: as
+ * much as that): sets chunk and nrounds.  And the elements of round k:
+ * [*base, *base + return). */
 void tide__stage_plan_rounds(struct tide__stage *s, size_t chunk);
 size_t tide__stage_round_span(const struct tide__stage *s, uint32_t k, size_t *base);
 

@@ -30,10 +30,8 @@ struct stage_bcast {
 };
 
 /* Elements per round, a function of the signature only: every rank cuts
- * alike.  From two halves on, whole halves (0): more rounds only added
- * notes (2-rank 2 MiB 87-97 us in halves, 131-224 us in pieces of
- * 256-512 KiB).  tide__stage_plan_rounds caps it at a half (small
- * slots: the simulator's). */
+ * alike.  From two halves on, rounds as large as tide__stage_plan_rounds
+ * allows (0): a half, or 512 KiB up to 4 ranks (stage.c). */
 static size_t piece_elems(const struct tide__stage *s)
 {
     size_t total = s->c.count * s->c.esize;
