@@ -550,10 +550,10 @@ static int next_read(const struct tide__board_op *op, enum tide__board_reads rea
 
 /* A broadcast's reader whose root runs ahead (runs_ahead) asks for the
  * root's next header (both lines if the part rides in the second) as
- * soon as it has this one: the root most likely
- * wrote it already, and the crossing then overlaps with the rest of
- * this call (2 ranks, 8 B, back to back: 0.33 us a call against 0.35
- * without, in an hour of this VM when a crossing took 200 ns). */
+ * soon as it has this one: the root most likely wrote it already, and
+ * the crossing then overlaps with the rest of this call (2 ranks, 8 B,
+ * back to back: 0.33 us a call against 0.35 without, in an hour of this
+ * VM when a crossing took 200 ns). */
 static void ask_next_head(const struct tide__board_op *op, bool line2)
 {
     const struct board *root = op->bc->peer[op->c.root];
