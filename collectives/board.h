@@ -47,7 +47,10 @@
  * gate keeps its slot for the readers, and its check of their headers
  * (did they all call this broadcast?) comes after the fact: at its next
  * board collective's gate, which waits for every peer to post it anyway,
- * or when the program asks tide_comm_async_error.  A header unlike ours
+ * or when the program asks tide_comm_async_error.  (On 2 ranks a root
+ * whose part rides in its header runs up to six broadcasts ahead of its
+ * reader, and checks the reader's headers of all it has posted once the
+ * lead is spent: board.c, runs_ahead.)  A header unlike ours
  * is then reported as async_error.c reports a mismatch found late: to
  * the program at its next call, and to the peers as poison.
  *
