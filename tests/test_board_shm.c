@@ -795,11 +795,11 @@ static void broadcast_root_runs_ahead(void **state)
 
 /* 2 ranks, broadcasts of 8-80 bytes from rank 0: up to 72 its gate lets
  * it publish up to six ahead of its reader (board.c, runs_ahead), 80
- * bytes wait at the plain gate.  The reader stops now
- * and then (arg: how long, us) so that the root uses up that lead and
- * must wait; a larger broadcast, from either rank, and an all-reduce
- * come between, which the root may not pass early.  Every value
- * arrives, in order, and nothing is reported late. */
+ * bytes wait at the plain gate.  The reader stops now and then (arg: how
+ * long, us) so that the root uses up that lead and must wait; a larger
+ * broadcast, from either rank, and an all-reduce come between, which the
+ * root may not pass early.  Every value arrives, in order, and nothing
+ * is reported late. */
 static void ahead_body(tide_comm *world, void *arg)
 {
     int pause_us = *(const int *)arg;
