@@ -50,9 +50,6 @@ struct tide__board_comm {
     uint64_t pub_seq[BOARD_HEADS]; /* the sequence of our publication i, at
                                     i % BOARD_HEADS (the header it went to) */
     uint64_t all_posted;         /* every peer's `posted` was seen at least this */
-    uint64_t least_posted;       /* what the last gate saw every peer post */
-    uint64_t ahead_ok;           /* a root running ahead publishes while
-                                    last_pub is this or less (ahead_gate) */
     unsigned pubs;               /* publications so far: the next goes to header
                                     pubs % BOARD_HEADS, data slot pubs % 2 */
     uint64_t last_started;       /* the last board collective started here */
@@ -459,17 +456,23 @@ static enum tide__board_reads reads_of(const struct tide__board_op *op);
  * seen them. */
 #define AHEAD_MAX 6
 
+/* Whether a 2-rank broadcast of `bytes` runs ahead: the root's test
+ * (runs_ahead) and its reader's (flags_ready). */
+static bool ahead_fits(const struct tide__board_op *op, size_t bytes)
+{
+    return op->n == 2 && bytes <= BOARD_TINY;
+}
+
 static bool runs_ahead(struct tide__board_op *op)
 {
     const void *src;
-    return op->n == 2 && reads_of(op) == TIDE__READS_NONE &&
-           op->algo->part(op, &src) <= BOARD_TINY;
+    return reads_of(op) == TIDE__READS_NONE && ahead_fits(op, op->algo->part(op, &src));
 }
 
 static bool ahead_gate(struct tide__board_op *op, int *peer)
 {
     struct tide__board_comm *bc = op->bc;
-    if (bc->last_pub <= bc->ahead_ok)
+    if (bc->last_pub <= bc->all_posted + AHEAD_MAX)
         return true;
     int q = 1 - op->me;
     if (!peer_board(bc, q)) {
@@ -481,8 +484,7 @@ static bool ahead_gate(struct tide__board_op *op, int *peer)
         *peer = bc->world[q];
         return false;
     }
-    bc->ahead_ok = posted + AHEAD_MAX;
-    bc->least_posted = posted;
+    bc->all_posted = posted;
     return true;
 }
 
@@ -496,10 +498,8 @@ static bool gate_ready(struct tide__board_op *op, int *peer)
     /* Known already when the collective before read every peer's part:
      * it saw each `posted` at its own sequence, our last publication
      * (none yet: the loop below first finds the peers' boards). */
-    if (bc->last_pub && bc->all_posted >= bc->last_pub) {
-        bc->least_posted = bc->all_posted;
+    if (bc->last_pub && bc->all_posted >= bc->last_pub)
         return true;
-    }
     if (bc->last_pub && runs_ahead(op))
         return ahead_gate(op, peer);
     for (; op->next < op->n; op->next++) {
@@ -516,18 +516,19 @@ static bool gate_ready(struct tide__board_op *op, int *peer)
             return false;
         }
     }
-    bc->least_posted = bc->last_pub;
+    if (bc->last_pub > bc->all_posted)
+        bc->all_posted = bc->last_pub;
     return true;
 }
 
 /* The gate is open: every peer posted our last publication (or, running
- * ahead, least_posted), so the check of those unread cannot wait.  Not
+ * ahead, all_posted), so the check of those unread cannot wait.  Not
  * inside gate_ready, which the transport calls while it walks its
  * watches: the check may send. */
 static void gate_passed(struct tide__board_op *op)
 {
     if (op->bc->unread)
-        check_unread(op->bc, op->c.req.comm, op->bc->least_posted);
+        check_unread(op->bc, op->c.req.comm, op->bc->all_posted);
 }
 
 static enum tide__board_reads reads_of(const struct tide__board_op *op)
@@ -571,7 +572,7 @@ static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
     bool posted = word_off == offsetof(struct board, posted);
     /* A broadcast's root running ahead puts 9-72 bytes there too. */
     size_t bytes = op->c.count * op->c.esize;
-    bool ahead = reads == TIDE__READS_ROOT && op->n == 2 && bytes <= BOARD_TINY;
+    bool ahead = reads == TIDE__READS_ROOT && ahead_fits(op, bytes);
     bool root_line2 = ahead && bytes > BOARD_TINY_LINE;
     bool part_line = (op->line2 || root_line2) && posted;
     for (int q = next_read(op, reads, op->next); q < op->n; q = next_read(op, reads, q + 1)) {
