@@ -126,6 +126,35 @@ static void frame_larger_than_the_pool_waits_for_its_receive(void **state)
     tide__rx_free(&rx);
 }
 
+/* Leave a spare of len bytes in pool: a frame half arrived before its
+ * receive, which takes it over and lets its payload go.  Returns that
+ * payload's address. */
+static uint8_t *leave_spare(struct tide__rx *rx, struct tide__rx_pool *pool, uint32_t tag,
+                            size_t len)
+{
+    static uint8_t buf[(size_t)2 << 20];
+    size_t half = len / 2;
+    assert_true(len <= sizeof buf);
+    rx->hdr = p2p_frame(tag, len);
+    assert_int_equal(tide__rx_route(rx, pool, NULL, 1, false), TIDE_RX_ROUTED);
+    uint8_t *payload = rx->dst;
+    memset(rx->dst, 0x5a, half);
+    rx->dst += half;
+    rx->left -= half;
+    tide__msg m = p2p_recv(tag, buf, len);
+    bool freed;
+    assert_true(tide__rx_post(rx, pool, NULL, &m, false, true, &freed));
+    assert_true(freed);                   /* taken over: its payload let go of */
+    assert_ptr_equal(rx->dst, buf + half); /* the rest goes straight in */
+    assert_int_equal(buf[0], 0x5a);
+    assert_int_equal(buf[half - 1], 0x5a);
+    assert_int_equal(pool->bytes, 0);
+    rx->msg = NULL; /* as if the rest had come: nothing to complete here */
+    rx->dst = NULL;
+    rx->in_frame = false;
+    return payload;
+}
+
 /* Spares (rx.c): a large frame's payload, let go of, is kept for the
  * next frame of its length, whose pages are then in memory already; one
  * of another length, or one when none is free, gets pages of its own.
@@ -134,28 +163,12 @@ static void frame_larger_than_the_pool_waits_for_its_receive(void **state)
 static void large_payloads_are_reused(void **state)
 {
     (void)state;
-    const size_t len = (size_t)2 << 20, half = len / 2;
+    const size_t len = (size_t)2 << 20;
     struct tide__rx rx;
     memset(&rx, 0, sizeof rx);
     struct tide__rx_pool pool = {.limit = (size_t)1 << 30};
-    rx.hdr = p2p_frame(7, len);
-    assert_int_equal(tide__rx_route(&rx, &pool, NULL, 1, false), TIDE_RX_ROUTED);
-    memset(rx.dst, 0x5a, half); /* half of it arrived before its receive */
-    rx.dst += half;
-    rx.left -= half;
-    static uint8_t buf[(size_t)2 << 20];
-    tide__msg m = p2p_recv(7, buf, sizeof buf);
-    bool freed;
-    assert_true(tide__rx_post(&rx, &pool, NULL, &m, false, true, &freed));
-    assert_true(freed);                   /* taken over: its payload let go of */
-    assert_ptr_equal(rx.dst, buf + half); /* the rest goes straight in */
-    assert_int_equal(buf[0], 0x5a);
-    assert_int_equal(buf[half - 1], 0x5a);
-    assert_int_equal(pool.bytes, 0);
-    rx.msg = NULL; /* as if the rest had come: nothing to complete here */
-    rx.dst = NULL;
-    rx.in_frame = false;
-    rx.hdr = p2p_frame(8, len + half);
+    leave_spare(&rx, &pool, 7, len);
+    rx.hdr = p2p_frame(8, len + len / 2);
     assert_int_equal(tide__rx_route(&rx, &pool, NULL, 1, false), TIDE_RX_ROUTED);
     assert_int_equal(rx.dst[0], 0); /* another length: fresh pages */
     rx.hdr = p2p_frame(9, len);
@@ -168,6 +181,31 @@ static void large_payloads_are_reused(void **state)
     tide__rx_pool_free(&pool);
 }
 
+/* Payloads below TIDE_PAYLOAD_MAP_MIN come from malloc, and from 64 KiB
+ * are kept too (rx.c: freeing each made glibc trim its heap and fault
+ * it back in, call after call).  Told apart by address: while a spare
+ * is held, no other allocation can be given its memory. */
+static void mid_payloads_are_reused(void **state)
+{
+    (void)state;
+    const size_t len = (size_t)128 << 10;
+    struct tide__rx rx;
+    memset(&rx, 0, sizeof rx);
+    struct tide__rx_pool pool = {.limit = (size_t)1 << 30};
+    uint8_t *kept = leave_spare(&rx, &pool, 11, len);
+    rx.hdr = p2p_frame(12, len / 2);
+    assert_int_equal(tide__rx_route(&rx, &pool, NULL, 1, false), TIDE_RX_ROUTED);
+    assert_ptr_not_equal(rx.dst, kept); /* another length: its own */
+    rx.hdr = p2p_frame(13, len);
+    assert_int_equal(tide__rx_route(&rx, &pool, NULL, 1, false), TIDE_RX_ROUTED);
+    assert_ptr_equal(rx.dst, kept); /* the same length: the spare */
+    rx.hdr = p2p_frame(14, len);
+    assert_int_equal(tide__rx_route(&rx, &pool, NULL, 1, false), TIDE_RX_ROUTED);
+    assert_ptr_not_equal(rx.dst, kept); /* taken already */
+    tide__rx_free(&rx);
+    tide__rx_pool_free(&pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -176,6 +214,7 @@ int main(void)
         cmocka_unit_test(one_large_frame_then_parked),
         cmocka_unit_test(frame_larger_than_the_pool_waits_for_its_receive),
         cmocka_unit_test(large_payloads_are_reused),
+        cmocka_unit_test(mid_payloads_are_reused),
     };
     return cmocka_run_group_tests_name("unexpected pool", tests, NULL, NULL);
 }

@@ -22,7 +22,16 @@ size_t tide__rx_held(const struct tide__frame *f)
  * takes one.  That 4-rank reduce, interleaved runs: 1 MiB 2.1-2.9 ms
  * against 5.6-5.9, 16 MiB in place 9-10 against 68-84, over TCP 30-40
  * against 117-122.  At most TIDE_RX_SPARES of SPARE_MAX each stay held
- * (128 MiB), and only where such frames came. */
+ * (128 MiB), and only where such frames came.
+ *
+ * Frames below TIDE_PAYLOAD_MAP_MIN come from malloc, whose free trims
+ * the heap once its top passes a threshold (glibc's is 128 KiB to
+ * start): a 2-rank all-gather of 256 KiB, whose 128 KiB halves often
+ * came before their receives, grew the heap with brk and gave it back
+ * every call, faulting 32 pages back in each time - 80-100 us a call
+ * against 12-16 when they were posted first (and against Open MPI
+ * vader's 14-16).  So spares are kept from SPARE_MIN up. */
+#define SPARE_MIN ((size_t)64 << 10)
 #define SPARE_MAX ((size_t)32 << 20) /* larger ones go back at once */
 
 static uint8_t *spare_take(struct tide__rx_pool *pool, size_t len)
@@ -43,7 +52,7 @@ static uint8_t *spare_take(struct tide__rx_pool *pool, size_t len)
 static void spare_keep(struct tide__rx_pool *pool, struct tide__unexp *ux)
 {
     size_t len = (size_t)ux->hdr.len;
-    if (len < TIDE_PAYLOAD_MAP_MIN || len > SPARE_MAX || !ux->data)
+    if (len < SPARE_MIN || len > SPARE_MAX || !ux->data)
         return;
     struct tide__rx_spare *s = &pool->spare[0];
     for (size_t i = 1; i < TIDE_RX_SPARES && s->p; i++)
