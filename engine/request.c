@@ -404,9 +404,18 @@ static void trace_msg(struct tide__trace *tr, tide_req *req, const tide__msg *m)
 int tide__ctx_deliver(struct tide__ctx *ctx)
 {
     tide__rec_poll(ctx);
-    int n = ctx->ninbox ? tide__inbox_process(ctx) : 0;
+    int n = 0;
     tide__msg *m;
-    while ((m = tide__msgq_pop(&ctx->done))) {
+    /* The inbox first, and again before each message: a step that posts
+     * a receive can have the transport take in a frame it had left in
+     * the stream (transports/rx.c) and tell us of it, and a later
+     * message of this pass may end that frame's collective - after
+     * which the word would read as a frame of another collective. */
+    for (;;) {
+        if (ctx->ninbox)
+            n += tide__inbox_process(ctx);
+        if (!(m = tide__msgq_pop(&ctx->done)))
+            break;
         n++;
         tide_req *req = m->req;
         if (!req) {

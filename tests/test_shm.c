@@ -24,6 +24,7 @@
 
 #include "engine/context.h"
 #include "tests/harness.h"
+#include "transports/rx.h"
 
 /* TIDE_TEST_HOST_SIZE (harness.c) as this test set it: 0 = one host. */
 static int host_size;
@@ -395,6 +396,134 @@ static void chain_broadcast_keeps_its_receives_posted(void **state)
     unsetenv("TIDE_ALGO_BROADCAST");
 }
 
+/* ---- a rank running ahead waits ---- */
+
+#define AHEAD_CALLS 200
+#define AHEAD_FLOATS 2048 /* 8 KiB: through the ring, not a single copy */
+
+/* Rank k's contribution to the k-th reduce. */
+static float ahead_input(int rank, int k, size_t i)
+{
+    return (float)(rank * 1000 + k) + (float)(i % 5);
+}
+
+static void ahead_check(const float *sum, int k)
+{
+    for (size_t i = 0; i < AHEAD_FLOATS; i++)
+        if (sum[i] != ahead_input(0, k, i) + ahead_input(1, k, i)) {
+            EXPECT(0, "reduce %d, element %zu: %g", k, i, (double)sum[i]);
+            return;
+        }
+}
+
+/* The root's reduces, after it slept while rank 1 ran ahead. */
+static void ahead_root(tide_comm *comm)
+{
+    float v[AHEAD_FLOATS], sum[AHEAD_FLOATS];
+    for (int k = 0; k < AHEAD_CALLS; k++) {
+        for (size_t i = 0; i < AHEAD_FLOATS; i++)
+            v[i] = ahead_input(0, k, i);
+        EXPECT_OK(tide_reduce(comm, v, sum, AHEAD_FLOATS, TIDE_FLOAT32, TIDE_SUM, 0));
+        ahead_check(sum, k);
+    }
+}
+
+static uint64_t unexpected_so_far(tide_comm *comm)
+{
+    return __atomic_load_n(&comm->ctx->frames_unexpected, __ATOMIC_RELAXED);
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* Rank 1 sends 200 reduces of 8 KiB while its root sleeps: the root
+ * buffers TIDE_RX_AHEAD of them (transports/rx.c), not all 200 (1.6 MB),
+ * and rank 1 waits; then every result is right. */
+static void ahead_waits(tide_comm *comm, void *arg)
+{
+    (void)arg;
+    float v[AHEAD_FLOATS];
+    EXPECT_OK(tide_barrier(comm));
+    if (tide_comm_rank(comm) == 1) {
+        for (int k = 0; k < AHEAD_CALLS; k++) {
+            for (size_t i = 0; i < AHEAD_FLOATS; i++)
+                v[i] = ahead_input(1, k, i);
+            EXPECT_OK(tide_reduce(comm, v, NULL, AHEAD_FLOATS, TIDE_FLOAT32, TIDE_SUM, 0));
+        }
+        return;
+    }
+    /* A receive from ourselves keeps our reactor reading while we
+     * sleep (an idle one may read nothing until woken). */
+    int keep = 0, one = 1;
+    tide_req *busy;
+    EXPECT_OK(tide_irecv(comm, &keep, sizeof keep, 0, 9, &busy));
+    uint64_t before = unexpected_so_far(comm);
+    nap_ms(300);
+    uint64_t came = unexpected_so_far(comm) - before;
+    EXPECT(came <= TIDE_RX_AHEAD + 1, "%llu of rank 1's reduces buffered while we slept (bound %d)",
+           (unsigned long long)came, TIDE_RX_AHEAD);
+    EXPECT_OK(tide_send(comm, &one, sizeof one, 0, 9));
+    EXPECT_OK(tide_wait(busy, 20000));
+    tide_req_free(busy);
+    ahead_root(comm);
+}
+
+/* A receive for the peer that runs ahead lifts the wait: rank 1 posts
+ * 200 reduces, then sends a message; the sleeping root receives that
+ * message first, from behind the reduces' frames, then reduces. */
+static void ahead_lifted(tide_comm *comm, void *arg)
+{
+    (void)arg;
+    EXPECT_OK(tide_barrier(comm));
+    int token = -1;
+    if (tide_comm_rank(comm) == 0) {
+        nap_ms(200);
+        EXPECT_OK(tide_recv(comm, &token, sizeof token, 1, 5));
+        EXPECT(token == 77, "token %d", token);
+        ahead_root(comm);
+        return;
+    }
+    float *v = malloc((size_t)AHEAD_CALLS * AHEAD_FLOATS * sizeof *v);
+    tide_req *req[AHEAD_CALLS];
+    EXPECT(v, "malloc");
+    for (int k = 0; k < AHEAD_CALLS; k++) {
+        float *mine = v + (size_t)k * AHEAD_FLOATS;
+        for (size_t i = 0; i < AHEAD_FLOATS; i++)
+            mine[i] = ahead_input(1, k, i);
+        EXPECT_OK(tide_ireduce(comm, mine, NULL, AHEAD_FLOATS, TIDE_FLOAT32, TIDE_SUM, 0,
+                               &req[k]));
+    }
+    token = 77;
+    EXPECT_OK(tide_send(comm, &token, sizeof token, 0, 5));
+    for (int k = 0; k < AHEAD_CALLS; k++) {
+        EXPECT_OK(tide_wait(req[k], 20000));
+        tide_req_free(req[k]);
+    }
+    free(v);
+}
+
+static void rank_running_ahead_waits(void **state)
+{
+    (void)state;
+    static const char *transports[] = {"shm", "tcp"};
+    struct harness_opts o;
+    harness_defaults(&o);
+    setenv("TIDE_ALGO_REDUCE", "binomial", 1);
+    for (size_t t = 0; t < 2; t++) {
+        setenv("TIDE_TRANSPORT", transports[t], 1);
+        int failed = harness_run(2, &o, ahead_waits, NULL);
+        if (!failed)
+            failed = harness_run(2, &o, ahead_lifted, NULL);
+        if (failed)
+            fail_msg("TIDE_TRANSPORT=%s: %d ranks failed", transports[t], failed);
+    }
+    unsetenv("TIDE_TRANSPORT");
+    unsetenv("TIDE_ALGO_REDUCE");
+}
+
 /* Rank 2 dies while a 64 MiB staged allreduce runs: every other rank
  * fails with TIDE_EPEER within the run limit, and the next staged call
  * on the broken communicator fails too rather than hang. */
@@ -426,6 +555,7 @@ int main(void)
         cmocka_unit_test(staged_reduce_scatter),
         cmocka_unit_test(rank_killed_mid_staged_collective),
         cmocka_unit_test(chain_broadcast_keeps_its_receives_posted),
+        cmocka_unit_test(rank_running_ahead_waits),
     };
     return cmocka_run_group_tests_name("shm transport", tests, NULL, NULL);
 }

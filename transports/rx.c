@@ -1,5 +1,6 @@
 /* rx.c - see rx.h. */
 #include "transports/rx.h"
+#include "engine/context.h"
 #include "tide.h"
 
 #include <string.h>
@@ -30,52 +31,100 @@ size_t tide__rx_held(const struct tide__frame *f)
  * came before their receives, grew the heap with brk and gave it back
  * every call, faulting 32 pages back in each time - 80-100 us a call
  * against 12-16 when they were posted first (and against Open MPI
- * vader's 14-16).  So spares are kept from SPARE_MIN up. */
-#define SPARE_MIN ((size_t)64 << 10)
+ * vader's 14-16).  A rank running ahead (below) keeps up to
+ * TIDE_RX_AHEAD frames a peer in the pool, taken and let go of in turn,
+ * and the heap churned the same way.  So those from SMALL_MIN up are
+ * kept too, TIDE_RX_SMALL_SPARES of them (at most 32 MiB). */
+#define SMALL_MIN ((size_t)4 << 10)
 #define SPARE_MAX ((size_t)32 << 20) /* larger ones go back at once */
+
+/* The spares a payload of len bytes is kept among, or NULL. */
+static struct tide__rx_spare *spares_for(struct tide__rx_pool *pool, size_t len, size_t *n)
+{
+    if (len < SMALL_MIN || len > SPARE_MAX)
+        return NULL;
+    bool large = len >= TIDE_PAYLOAD_MAP_MIN;
+    *n = large ? TIDE_RX_SPARES : TIDE_RX_SMALL_SPARES;
+    return large ? pool->spare : pool->small;
+}
 
 static uint8_t *spare_take(struct tide__rx_pool *pool, size_t len)
 {
-    for (size_t i = 0; i < TIDE_RX_SPARES; i++) {
-        struct tide__rx_spare *s = &pool->spare[i];
-        if (s->p && s->len == len) {
-            uint8_t *p = s->p;
-            s->p = NULL;
+    size_t n;
+    struct tide__rx_spare *sp = spares_for(pool, len, &n);
+    for (size_t i = 0; sp && i < n; i++) {
+        if (sp[i].p && sp[i].len == len) {
+            uint8_t *p = sp[i].p;
+            sp[i].p = NULL;
             return p;
         }
     }
     return NULL;
 }
 
-/* Keeps ux's payload if it is large, in a free place or the smallest
- * spare's; what it displaces is freed. */
+/* Keeps ux's payload if it is one to keep, in a free place or the
+ * smallest spare's; what it displaces is freed. */
 static void spare_keep(struct tide__rx_pool *pool, struct tide__unexp *ux)
 {
-    size_t len = (size_t)ux->hdr.len;
-    if (len < SPARE_MIN || len > SPARE_MAX || !ux->data)
+    size_t len = (size_t)ux->hdr.len, n;
+    struct tide__rx_spare *sp = spares_for(pool, len, &n), *s = sp;
+    if (!sp || !ux->data)
         return;
-    struct tide__rx_spare *s = &pool->spare[0];
-    for (size_t i = 1; i < TIDE_RX_SPARES && s->p; i++)
-        if (!pool->spare[i].p || pool->spare[i].len < s->len)
-            s = &pool->spare[i];
+    for (size_t i = 1; i < n && s->p; i++)
+        if (!sp[i].p || sp[i].len < s->len)
+            s = &sp[i];
     tide__payload_free(s->p, s->len);
     s->p = tide__unexp_take_payload(ux);
     s->len = len;
 }
 
-void tide__rx_pool_free(struct tide__rx_pool *pool)
+static void spares_free(struct tide__rx_spare *sp, size_t n)
 {
-    for (size_t i = 0; i < TIDE_RX_SPARES; i++) {
-        tide__payload_free(pool->spare[i].p, pool->spare[i].len);
-        pool->spare[i].p = NULL;
+    for (size_t i = 0; i < n; i++) {
+        tide__payload_free(sp[i].p, sp[i].len);
+        sp[i].p = NULL;
     }
 }
 
-static void drop(struct tide__rx_pool *pool, struct tide__unexp *ux)
+void tide__rx_pool_free(struct tide__rx_pool *pool)
+{
+    spares_free(pool->spare, TIDE_RX_SPARES);
+    spares_free(pool->small, TIDE_RX_SMALL_SPARES);
+}
+
+static void drop(struct tide__rx *rx, struct tide__rx_pool *pool, struct tide__unexp *ux)
 {
     pool->bytes -= tide__rx_held(&ux->hdr);
+    if (ux->hdr.kind != TIDE_KIND_POISON)
+        rx->nheld--;
     spare_keep(pool, ux);
     tide__unexp_free(ux);
+}
+
+/* ---- A peer running ahead ----
+ *
+ * A 2-rank reduce's non-root only sends.  With every frame that came
+ * before its receive buffered, it ran thousands of calls ahead of its
+ * root, whose pool then took each frame into memory never touched
+ * before (up to the pool's 1 GiB): 2 ranks, 32 KiB, 35-130 us a call
+ * where 3.3 is the root's own pace (2-core AMD EPYC VM, 2026-11-28).  So
+ * once TIDE_RX_AHEAD of a peer's frames wait in the pool, and no
+ * receive from that peer is posted, its next collective frame waits in
+ * the stream (ring or socket) instead: its sender fills that and then
+ * waits for room, as with a full pool.  With the small spares above,
+ * the same reduce takes 3.2-3.5 us at 32 KiB (16 KiB 2.1-2.2 against up
+ * to 52).  A bound of 64 held 18-38 us there.  A receive posted for
+ * that peer lifts it, so a receiver waiting for a later frame of the
+ * stream reads on as before.  The bound must stay above the frames an
+ * algorithm keeps in flight to one peer (chain.c's window: 8): with
+ * none at all, ring reduce-scatters of 8 MB deadlocked, each rank's
+ * next receive waiting for its send to the next.  Point-to-point frames
+ * keep tide_isend's promise (buffered as they come), agreement frames
+ * their protocol's. */
+static bool runs_ahead(const struct tide__rx *rx, const struct tide__frame *f)
+{
+    return rx->nheld >= TIDE_RX_AHEAD && f->seq != 0 && f->seq < TIDE_RECOVERY_SEQ_MIN &&
+           f->kind != TIDE_KIND_POISON && !rx->mq.posted.head;
 }
 
 enum tide__rx_routed tide__rx_route(struct tide__rx *rx, struct tide__rx_pool *pool,
@@ -106,7 +155,8 @@ enum tide__rx_routed tide__rx_route(struct tide__rx *rx, struct tide__rx_pool *p
      * deadline, as with a full pool. */
     size_t held = tide__rx_held(f);
     bool too_big = held > pool->limit;
-    if (!force && (too_big || (pool->bytes + held > pool->limit && pool->bytes > 0)))
+    if (!force && (too_big || (pool->bytes + held > pool->limit && pool->bytes > 0) ||
+                   runs_ahead(rx, f)))
         return TIDE_RX_PARK;
     uint8_t *spare = spare_take(pool, (size_t)f->len);
     struct tide__unexp *ux = spare ? tide__unexp_into(f, spare) : tide__unexp_new(f, NULL);
@@ -120,6 +170,7 @@ enum tide__rx_routed tide__rx_route(struct tide__rx *rx, struct tide__rx_pool *p
     rx->in_frame = true;
     if (f->kind == TIDE_KIND_POISON)
         return TIDE_RX_ROUTED; /* not for matching: handed to the engine once complete */
+    rx->nheld++;
     tide__match_add_unexpected(&rx->mq, ux);
     tide__frame_unexpected(ctx, peer, f);
     return TIDE_RX_ROUTED;
@@ -136,13 +187,13 @@ bool tide__rx_frame_done(struct tide__rx *rx, struct tide__rx_pool *pool, struct
         tide__msg_done(ctx, rx->msg, rx->status);
     } else if (ux && ux->hdr.kind == TIDE_KIND_POISON) {
         tide__frame_poison(ctx, peer, &ux->hdr, ux->data, (size_t)ux->hdr.len);
-        drop(pool, ux);
+        drop(rx, pool, ux);
         freed = true;
     } else if (ux) {
         ux->complete = true;
         if (ux->claimed) {
             tide__msg_done(ctx, ux->claimed, tide__match_deliver(ux, ux->claimed));
-            drop(pool, ux);
+            drop(rx, pool, ux);
             freed = true;
         }
     }
@@ -164,7 +215,7 @@ bool tide__rx_adopt(struct tide__rx *rx, struct tide__rx_pool *pool, struct tide
     rx->status = 0;
     rx->dst = (uint8_t *)m->buf + arrived;
     rx->ux = NULL;
-    drop(pool, ux);
+    drop(rx, pool, ux);
     return true;
 }
 
@@ -182,7 +233,7 @@ bool tide__rx_post(struct tide__rx *rx, struct tide__rx_pool *pool, struct tide_
     }
     if (ux) {
         tide__msg_done(ctx, m, tide__match_deliver(ux, m));
-        drop(pool, ux);
+        drop(rx, pool, ux);
         *freed = true;
         return true;
     }
@@ -218,7 +269,7 @@ void tide__rx_lost(struct tide__rx *rx, struct tide__rx_pool *pool, struct tide_
             tide__msg_done(ctx, ux->claimed, TIDE_EPEER);
         else if (ux->hdr.kind != TIDE_KIND_POISON)
             tide__match_remove_unexpected(&rx->mq, ux);
-        drop(pool, ux);
+        drop(rx, pool, ux);
     }
     rx->msg = NULL;
     rx->ux = NULL;

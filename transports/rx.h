@@ -21,16 +21,22 @@
  * bound; a frame larger than the whole limit parks until its receive is
  * posted, however empty the pool (issue 33: one header announcing 4 GiB
  * reserved 4 GiB). */
-#define TIDE_RX_SPARES 4
+#define TIDE_RX_SPARES 4       /* of payloads from TIDE_PAYLOAD_MAP_MIN */
+#define TIDE_RX_SMALL_SPARES 32 /* of smaller ones */
+
+/* A peer with this many frames in the pool, and no receive from it
+ * posted, waits for us with its next collective frame (rx.c, "A peer
+ * running ahead"). */
+#define TIDE_RX_AHEAD 16
 
 struct tide__rx_pool {
     size_t bytes, limit;
-    /* Large payloads let go of, kept for the next frame of their length
-     * (rx.c, "Spares"); not counted in bytes. */
+    /* Payloads let go of, kept for the next frame of their length (rx.c,
+     * "Spares"); not counted in bytes. */
     struct tide__rx_spare {
         uint8_t *p;
         size_t len;
-    } spare[TIDE_RX_SPARES];
+    } spare[TIDE_RX_SPARES], small[TIDE_RX_SMALL_SPARES];
 };
 
 /* Transport teardown: give the spares back. */
@@ -45,6 +51,7 @@ struct tide__rx {
     struct tide__frame hdr;
     tide__msg *msg;          /* the receive the payload is for, or */
     struct tide__unexp *ux;  /* the unexpected buffer it fills, or neither: discard */
+    unsigned nheld;          /* this peer's frames in the pool, poison aside */
     int status;              /* what msg completes with */
     uint8_t *dst;            /* where payload bytes go (NULL: discard) */
     size_t left;             /* payload bytes still to come */
@@ -52,7 +59,8 @@ struct tide__rx {
 
 enum tide__rx_routed {
     TIDE_RX_ROUTED = 0,  /* in_frame; dst says where the payload goes */
-    TIDE_RX_PARK = 1,    /* the pool is full: route again once it has room */
+    TIDE_RX_PARK = 1,    /* the pool is full, or the peer runs ahead (rx.c): route
+                            again once the pool has room or a receive is posted */
     TIDE_RX_NOMEM = 2,   /* no buffer for it: the peer must be given up */
 };
 

@@ -71,6 +71,7 @@ static void self_send(struct tide__tcp *tp, tide__msg *m)
         return;
     }
     tp->pool.bytes += tide__rx_held(&m->hdr);
+    c->rx.nheld++;
     tide__match_add_unexpected(&c->rx.mq, ux);
     tide__msg_done(ctx, m, 0);
 }
