@@ -6,12 +6,11 @@
  *   n = 5, rank 0:  round 0 -> 1, <- 4;  round 1 -> 2, <- 3;  round 2 -> 4, <- 1
  */
 #include "collectives/coll.h"
-#include "engine/log.h"
 
 #include <stdio.h>
 
 struct barrier_op {
-    tide_req req;
+    struct tide__coll c; /* its call (calls.c): no buffers, count 0 */
     int round;   /* current round, from 0 */
     int rounds;  /* ceil(log2 size) */
     int pending; /* messages of this round not yet complete */
@@ -20,7 +19,7 @@ struct barrier_op {
 
 static void post_round(struct barrier_op *op)
 {
-    tide_req *req = &op->req;
+    tide_req *req = &op->c.req;
     int n = req->comm->size, r = req->comm->rank, d = 1 << op->round;
     int to = (r + d) % n, from = (r - d % n + n) % n;
     tide__msg_init(&op->recv, req, TIDE_MSG_RECV, from, TIDE_KIND_BARRIER, (uint32_t)op->round,
@@ -68,36 +67,3 @@ static const struct tide__op_vtbl barrier_vtbl = {"barrier", barrier_start, barr
 const struct tide__algo tide__algo_dissemination_barrier = {"dissemination",
                                                             sizeof(struct barrier_op),
                                                             &barrier_vtbl, NULL, NULL, NULL};
-
-int tide_ibarrier(tide_comm *comm, tide_req **out)
-{
-    if (out)
-        *out = NULL;
-    if (!comm || !out || tide__comm_usable(comm, "tide_ibarrier"))
-        return TIDE_EINVAL;
-    /* One algorithm, but a misspelt TIDE_ALGO_BARRIER is refused like
-     * any other collective's. */
-    char why[200];
-    const struct tide__algo *algo = tide__select(TIDE_KIND_BARRIER, comm, 0, why, sizeof why);
-    if (!algo) {
-        tide__log(TIDE_LOG_WARN, comm->rank, "tide_ibarrier: %s", why);
-        return TIDE_EINVAL;
-    }
-    tide_req *req = tide__coll_req_new(comm, algo->vt, algo->op_size);
-    if (!req)
-        return TIDE_ENOMEM;
-    tide__coll_number(req);
-    req->sig.kind = TIDE_KIND_BARRIER;
-    req->sig.root = -1;
-    req->algorithm = algo->name;
-    *out = req;
-    return tide__req_submit(req, 0);
-}
-
-int tide_barrier(tide_comm *comm)
-{
-    tide_req *req;
-    tide__wait_next();
-    int rc = tide_ibarrier(comm, &req);
-    return tide__wait_and_free(rc, req);
-}

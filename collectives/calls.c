@@ -641,3 +641,25 @@ int tide_alltoall(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t co
     int rc = tide_ialltoall(comm, sendbuf, recvbuf, count, dtype, &req);
     return tide__wait_and_free(rc, req);
 }
+
+/* ---- barrier ---- */
+
+/* A collective of no data: the dissemination barrier by messages, or,
+ * among ranks that share memory, the boards' (select.c). */
+int tide_ibarrier(tide_comm *comm, tide_req **req)
+{
+    struct call k = call_of("tide_ibarrier", "barrier", TIDE_KIND_BARRIER, comm, NULL, NULL, 0,
+                            TIDE_UINT8, TIDE_SUM, 0);
+    if (req)
+        *req = NULL;
+    int rc = check_common(&k, req, false);
+    return rc ? rc : launch(&k, req);
+}
+
+int tide_barrier(tide_comm *comm)
+{
+    tide_req *req;
+    tide__wait_next();
+    int rc = tide_ibarrier(comm, &req);
+    return tide__wait_and_free(rc, req);
+}

@@ -579,8 +579,11 @@ TIDE_API const char *tide_op_name(tide_op op);
  */
 #define TIDE_IN_PLACE ((const void *)1)
 
-/* Block until every rank of comm has entered the barrier (dissemination:
- * ceil(log2 n) rounds). */
+/* Block until every rank of comm has entered the barrier.  Algorithms:
+ * "board" where every rank shares one host's memory (the default there:
+ * each rank raises a flag and reads the others'), "dissemination"
+ * elsewhere (ceil(log2 n) rounds of messages).  As in MPI, a barrier
+ * orders no messages: one sent before it may still be arriving after. */
 TIDE_API int tide_ibarrier(tide_comm *comm, tide_req **req);
 TIDE_API int tide_barrier(tide_comm *comm);
 

@@ -47,7 +47,8 @@ const struct family coll_families[C_COUNT] = {
     [C_GATHER] = {"gather", "TIDE_ALGO_GATHER", {"binomial"}, false},
     [C_SCATTER] = {"scatter", "TIDE_ALGO_SCATTER", {"binomial"}, false},
     [C_ALLTOALL] = {"alltoall", "TIDE_ALGO_ALLTOALL", {"pairwise"}, false},
-    [C_BARRIER] = {"barrier", NULL, {NULL}, false},
+    [C_BARRIER] = {"barrier", "TIDE_ALGO_BARRIER",
+                   {"dissemination", NULL, NULL, NULL, NULL, "board"}, false},
 };
 
 static const char *const layout_names[L_COUNT] = {"separate", "in_place", "aliased", "overlap"};

@@ -995,6 +995,56 @@ static void sixteen_ranks(void **state)
     assert_int_equal(run_on_shm(16, 60, sixteen_body, NULL), 0);
 }
 
+/* ---- the barrier ---- */
+
+/* Rank r enters the barrier r * 40 ms late, four times: on boards by
+ * default, and nobody leaves before the last one entered (the entry
+ * times, on the host's one monotonic clock, all-gathered afterwards).
+ * Then one forced by messages, and one on a split-off pair. */
+static void barrier_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    double entered[16], left;
+    EXPECT(n <= 16, "at most 16 ranks");
+    for (int k = 0; k < 4; k++) {
+        struct timespec late = {0, r * 40 * 1000000L};
+        nanosleep(&late, NULL);
+        double mine = now_s();
+        tide_req *req;
+        EXPECT_OK(tide_ibarrier(world, &req));
+        EXPECT_OK(tide_wait(req, 5000));
+        left = now_s();
+        expect_algo(req, "board");
+        tide_req_free(req);
+        EXPECT_OK(tide_allgather(world, &mine, entered, 1, TIDE_FLOAT64));
+        for (int q = 0; q < n; q++)
+            EXPECT(left >= entered[q], "round %d: left at %.6f, before rank %d entered at %.6f",
+                   k, left, q, entered[q]);
+    }
+    setenv("TIDE_ALGO_BARRIER", "dissemination", 1);
+    tide_req *req;
+    EXPECT_OK(tide_ibarrier(world, &req));
+    EXPECT_OK(tide_wait(req, 5000));
+    expect_algo(req, "dissemination");
+    tide_req_free(req);
+    unsetenv("TIDE_ALGO_BARRIER");
+    tide_comm *pair;
+    EXPECT_OK(tide_comm_split(world, r / 2, r, &pair));
+    for (int k = 0; k < 100; k++)
+        EXPECT_OK(tide_barrier(pair));
+    EXPECT_OK(tide_comm_free(pair));
+    EXPECT_OK(tide_barrier(world));
+}
+
+static void barrier_on_boards(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm(2, 20, barrier_body, NULL), 0);
+    assert_int_equal(run_on_shm(4, 20, barrier_body, NULL), 0);
+    assert_int_equal(run_on_shm_with(3, 20, TIDE_PROGRESS_INLINE, barrier_body, NULL), 0);
+}
+
 int main(void)
 {
     /* tools/test.sh's runs set these for the harness's own check (TCP
@@ -1018,6 +1068,7 @@ int main(void)
         cmocka_unit_test(broadcast_root_runs_ahead),
         cmocka_unit_test(broadcast_roots_learn_late),
         cmocka_unit_test(two_rank_root_runs_ahead),
+        cmocka_unit_test(barrier_on_boards),
         cmocka_unit_test(sixteen_ranks),
     };
     return cmocka_run_group_tests_name("board collectives over shared memory", tests, NULL, NULL);
