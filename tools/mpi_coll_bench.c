@@ -14,7 +14,8 @@
  * call of the slowest rank; algbw = bytes / time and busbw = algbw times
  * nccl-tests' factor (allreduce 2(n-1)/n, allgather and reduce_scatter
  * (n-1)/n, broadcast 1).  The first warm-up call's result is checked and
- * the wrong elements counted.
+ * the wrong elements counted.  A barrier (--op barrier) is timed once,
+ * as a row of 0 bytes.
  *
  * Overlap mode is the OSU micro-benchmarks' method for MPI_Iallreduce,
  * done as tools/perf/overlap.c does it so the figures compare: t_pure
@@ -41,10 +42,10 @@
 
 enum { CALIBRATION_UNITS = 1 << 18, CALIBRATION_RUNS = 5 };
 
-enum op { OP_ALLREDUCE, OP_ALLGATHER, OP_REDUCE_SCATTER, OP_BROADCAST, OP_COUNT };
+enum op { OP_ALLREDUCE, OP_ALLGATHER, OP_REDUCE_SCATTER, OP_BROADCAST, OP_BARRIER, OP_COUNT };
 
 static const char *const op_names[OP_COUNT] = {"allreduce", "allgather", "reduce_scatter",
-                                               "broadcast"};
+                                               "broadcast", "barrier"};
 
 struct options {
     const char *tool;      /* the "tool" field of every record */
@@ -74,8 +75,9 @@ static const char help_text[] =
     "Usage: mpirun -np N mpi-coll-bench --tool NAME [options]\n"
     "\n"
     "  --tool NAME        the records' \"tool\" field (ompi-tcp, ompi-sm, ...)\n"
-    "  --op LIST          comma-separated: allreduce,allgather,reduce_scatter,broadcast\n"
-    "                     (default all four)\n"
+    "  --op LIST          comma-separated: allreduce,allgather,reduce_scatter,broadcast,\n"
+    "                     barrier (default the first four; a barrier is timed once,\n"
+    "                     as 0 bytes)\n"
     "  -b, -e SIZE        smallest and largest size in bytes (K, M, G suffixes)\n"
     "  -f FACTOR          size multiplier (default 2)\n"
     "  -n ITERS, -w WARM  timed and warm-up calls per size (default 20, 5)\n"
@@ -120,7 +122,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"json", required_argument, NULL, 'J'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (struct options){.tool = "mpi", .ops = {1, 1, 1, 1}, .min_bytes = 8,
+    *o = (struct options){.tool = "mpi", .ops = {1, 1, 1, 1, 0}, .min_bytes = 8,
                           .max_bytes = 64u << 20, .factor = 2, .iters = 20, .warmup = 5};
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "b:e:f:n:w:t:h", longs, NULL)) != -1) {
@@ -197,6 +199,8 @@ static int run_op(struct bench *b, enum op op, size_t count, size_t per_rank)
         /* In place by nature; rank 0's send buffer is never overwritten. */
         return MPI_Bcast(b->rank == 0 ? b->send : b->recv, (int)count, MPI_FLOAT, 0,
                          MPI_COMM_WORLD);
+    case OP_BARRIER:
+        return MPI_Barrier(MPI_COMM_WORLD);
     default:
         return MPI_ERR_ARG;
     }
@@ -208,7 +212,7 @@ static long count_wrong(const struct bench *b, enum op op, size_t count, size_t 
     float ranks_sum = (float)(b->size * (b->size + 1) / 2);
     size_t n = op == OP_REDUCE_SCATTER ? per_rank : count;
     long wrong = 0;
-    if (op == OP_BROADCAST && b->rank == 0)
+    if ((op == OP_BROADCAST && b->rank == 0) || op == OP_BARRIER)
         return 0;
     for (size_t i = 0; i < n; i++) {
         float want;
@@ -259,7 +263,7 @@ static int perf_size(struct bench *b, enum op op, size_t req_bytes)
 {
     size_t count, per_rank;
     counts(b, op, req_bytes, &count, &per_rank);
-    if (count == 0)
+    if (count == 0 && op != OP_BARRIER)
         return MPI_SUCCESS;
     fill(b, count);
     int rc = run_op(b, op, count, per_rank);
@@ -407,10 +411,12 @@ static int run(struct bench *b)
     if (b->rank == 0)
         printf("%-15s %10s %10s %10s %8s %8s %6s\n", "# op", "bytes", "count", "time_us",
                "algbw", "busbw", "wrong");
-    for (int op = 0; op < OP_COUNT && rc == MPI_SUCCESS; op++)
+    for (int op = 0; op < OP_BARRIER && rc == MPI_SUCCESS; op++)
         for (size_t s = b->opt.min_bytes; b->opt.ops[op] && s <= b->opt.max_bytes && !rc;
              s *= (size_t)b->opt.factor)
             rc = perf_size(b, (enum op)op, s);
+    if (b->opt.ops[OP_BARRIER] && rc == MPI_SUCCESS)
+        rc = perf_size(b, OP_BARRIER, 0); /* no data: once, whatever the sizes */
     return rc;
 }
 
