@@ -181,7 +181,7 @@ static void large_payloads_are_reused(void **state)
     tide__rx_pool_free(&pool);
 }
 
-/* Payloads below TIDE_PAYLOAD_MAP_MIN come from malloc, and from 64 KiB
+/* Payloads below TIDE_PAYLOAD_MAP_MIN come from malloc, and from 4 KiB
  * are kept too (rx.c: freeing each made glibc trim its heap and fault
  * it back in, call after call).  Told apart by address: while a spare
  * is held, no other allocation can be given its memory. */

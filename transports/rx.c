@@ -164,16 +164,23 @@ enum tide__rx_routed tide__rx_route(struct tide__rx *rx, struct tide__rx_pool *p
         tide__payload_free(spare, (size_t)f->len);
         return TIDE_RX_NOMEM;
     }
-    pool->bytes += held;
     rx->ux = ux;
     rx->dst = ux->data;
     rx->in_frame = true;
-    if (f->kind == TIDE_KIND_POISON)
+    if (f->kind == TIDE_KIND_POISON) {
+        pool->bytes += held;
         return TIDE_RX_ROUTED; /* not for matching: handed to the engine once complete */
-    rx->nheld++;
-    tide__match_add_unexpected(&rx->mq, ux);
+    }
+    tide__rx_hold(rx, pool, ux);
     tide__frame_unexpected(ctx, peer, f);
     return TIDE_RX_ROUTED;
+}
+
+void tide__rx_hold(struct tide__rx *rx, struct tide__rx_pool *pool, struct tide__unexp *ux)
+{
+    pool->bytes += tide__rx_held(&ux->hdr);
+    rx->nheld++;
+    tide__match_add_unexpected(&rx->mq, ux);
 }
 
 bool tide__rx_frame_done(struct tide__rx *rx, struct tide__rx_pool *pool, struct tide__ctx *ctx,

@@ -69,6 +69,10 @@ enum tide__rx_routed {
 enum tide__rx_routed tide__rx_route(struct tide__rx *rx, struct tide__rx_pool *pool,
                                     struct tide__ctx *ctx, int peer, bool force);
 
+/* ux, a frame of this peer's that no receive wanted, joins the pool and
+ * the unexpected list (as route's do; TCP's sends to itself too). */
+void tide__rx_hold(struct tide__rx *rx, struct tide__rx_pool *pool, struct tide__unexp *ux);
+
 /* Every payload byte of the current frame is in: complete what it was
  * for.  Returns true when it freed room in the pool. */
 bool tide__rx_frame_done(struct tide__rx *rx, struct tide__rx_pool *pool, struct tide__ctx *ctx,

@@ -70,9 +70,7 @@ static void self_send(struct tide__tcp *tp, tide__msg *m)
         tide__msg_done(ctx, m, TIDE_ENOMEM);
         return;
     }
-    tp->pool.bytes += tide__rx_held(&m->hdr);
-    c->rx.nheld++;
-    tide__match_add_unexpected(&c->rx.mq, ux);
+    tide__rx_hold(&c->rx, &tp->pool, ux);
     tide__msg_done(ctx, m, 0);
 }
 
