@@ -24,6 +24,12 @@ void harness_defaults(struct harness_opts *o)
     o->run_limit_s = 60;
 }
 
+void harness_sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
 int harness_free_port(const char *addr)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

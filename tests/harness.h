@@ -47,6 +47,9 @@ typedef void (*harness_body)(tide_comm *comm, void *arg);
 /* Fill opts with the defaults above. */
 void harness_defaults(struct harness_opts *o);
 
+/* Sleep ms milliseconds (nanosleep; a signal may cut it short). */
+void harness_sleep_ms(long ms);
+
 /* A free loopback TCP port (bound once with port 0, then released). */
 int harness_free_port(const char *addr);
 

@@ -41,17 +41,11 @@ struct shared {
 };
 static struct shared *shm;
 
-static void sleep_ms(long ms)
-{
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000};
-    nanosleep(&t, NULL);
-}
-
 /* Until the n other ranks have answered (at most 15 s). */
 static void wait_answered(int n)
 {
     for (int i = 0; i < 1500 && __atomic_load_n(&shm->answered, __ATOMIC_SEQ_CST) < n; i++)
-        sleep_ms(10);
+        harness_sleep_ms(10);
 }
 
 static bool exists(const char *path)
@@ -74,14 +68,14 @@ static void stop(bool resume)
             kill(victim, SIGUSR1);
             kill(victim, SIGCONT);
             for (int i = 0; i < 500 && !exists(path); i++)
-                sleep_ms(10);
+                harness_sleep_ms(10);
         }
         kill(victim, SIGKILL);
         _exit(0);
     }
     raise(SIGSTOP);
     for (;;) /* resumed: its signal thread dumps; the watchdog ends it */
-        sleep_ms(100);
+        harness_sleep_ms(100);
 }
 
 #define IN_FLIGHT 8
@@ -262,7 +256,7 @@ static void early_body(tide_comm *comm, void *arg)
     char path[256];
     snprintf(path, sizeof path, "%s/tide-dump-%d.json", shm->dir, tide_comm_rank(comm));
     for (int i = 0; i < 500 && !exists(path); i++)
-        sleep_ms(10);
+        harness_sleep_ms(10);
     EXPECT(exists(path), "no dump at %s after the signal", path);
     EXPECT_OK(tide_barrier(comm));
 }

@@ -31,12 +31,6 @@ struct shared {
 };
 static struct shared *shm;
 
-static void sleep_ms(long ms)
-{
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000};
-    nanosleep(&t, NULL);
-}
-
 /* Until every survivor has its error (at most 15 s).  A rank that leaves
  * first closes its connections, and a survivor still waiting would see
  * that close rather than the fault under test. */
@@ -44,7 +38,7 @@ static void wait_for_survivors(void)
 {
     for (int i = 0; i < 1500 && __atomic_load_n(&shm->answered, __ATOMIC_SEQ_CST) < RANKS - 1;
          i++)
-        sleep_ms(10);
+        harness_sleep_ms(10);
 }
 
 /* The stopped victim cannot end itself: a watchdog process kills it once

@@ -66,12 +66,6 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000 * 1000};
-    nanosleep(&t, NULL);
-}
-
 static void note_done(tide_req *req, void *arg)
 {
     (void)req;
@@ -92,7 +86,7 @@ static void post_after_timed_out_wait(tide_comm *comm, void *arg)
     float *buf = calloc(n, sizeof *buf);
     EXPECT(buf, "calloc");
     for (int trial = 0; trial < 3; trial++) {
-        sleep_ms(3); /* the idle progress thread goes to sleep in the ring */
+        harness_sleep_ms(3); /* the idle progress thread goes to sleep in the ring */
         int never = 0;
         tide_req *rx, *req;
         EXPECT_OK(tide_irecv(comm, &never, sizeof never, 0, 5, &rx));
@@ -102,7 +96,7 @@ static void post_after_timed_out_wait(tide_comm *comm, void *arg)
         uint64_t t0 = now_ns();
         EXPECT_OK(tide_iallreduce(comm, TIDE_IN_PLACE, buf, n, TIDE_FLOAT32, TIDE_SUM, &req));
         EXPECT_OK(tide_req_on_complete(req, note_done, (void *)&done));
-        sleep_ms(3 * LATE_MS); /* no tide call: only the progress thread moves it */
+        harness_sleep_ms(3 * LATE_MS); /* no tide call: only the progress thread moves it */
         uint64_t at = atomic_load(&done);
         EXPECT(at && at - t0 < (uint64_t)LATE_MS * 1000000u,
                "trial %d: a handed-over allreduce completed %.1f ms after its post", trial,

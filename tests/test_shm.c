@@ -433,12 +433,6 @@ static uint64_t unexpected_so_far(tide_comm *comm)
     return __atomic_load_n(&comm->ctx->frames_unexpected, __ATOMIC_RELAXED);
 }
 
-static void nap_ms(long ms)
-{
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&t, NULL);
-}
-
 /* Rank 1 sends 200 reduces of 8 KiB while its root sleeps: the root
  * buffers TIDE_RX_AHEAD of them (transports/rx.c), not all 200 (1.6 MB),
  * and rank 1 waits; then every result is right. */
@@ -461,7 +455,7 @@ static void ahead_waits(tide_comm *comm, void *arg)
     tide_req *busy;
     EXPECT_OK(tide_irecv(comm, &keep, sizeof keep, 0, 9, &busy));
     uint64_t before = unexpected_so_far(comm);
-    nap_ms(300);
+    harness_sleep_ms(300);
     uint64_t came = unexpected_so_far(comm) - before;
     EXPECT(came <= TIDE_RX_AHEAD + 1, "%llu of rank 1's reduces buffered while we slept (bound %d)",
            (unsigned long long)came, TIDE_RX_AHEAD);
@@ -480,7 +474,7 @@ static void ahead_lifted(tide_comm *comm, void *arg)
     EXPECT_OK(tide_barrier(comm));
     int token = -1;
     if (tide_comm_rank(comm) == 0) {
-        nap_ms(200);
+        harness_sleep_ms(200);
         EXPECT_OK(tide_recv(comm, &token, sizeof token, 1, 5));
         EXPECT(token == 77, "token %d", token);
         ahead_root(comm);

@@ -31,12 +31,6 @@
 
 #define BIG (4u << 20)
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 struct lent {
     tide_comm *comm;
     uint8_t *big;
@@ -79,12 +73,12 @@ static void body(tide_comm *comm, void *arg)
         tide_req_free(l.send);
     } else {
         int word = 0x5eed;
-        sleep_ms(50);
+        harness_sleep_ms(50);
         EXPECT_OK(tide_send(comm, &word, sizeof word, 0, 7));
-        sleep_ms(100); /* by now rank 0's thread has gone */
+        harness_sleep_ms(100); /* by now rank 0's thread has gone */
         word = 0xbe11;
         EXPECT_OK(tide_send(comm, &word, sizeof word, 0, 9));
-        sleep_ms(50);
+        harness_sleep_ms(50);
         EXPECT_OK(tide_recv(comm, big, BIG, 0, 8));
         for (uint32_t i = 0; i < BIG; i++)
             EXPECT(big[i] == (uint8_t)(i * 7 + 3), "byte %u of the send is %u", i, big[i]);
