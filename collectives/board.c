@@ -859,9 +859,11 @@ static uint64_t line_up(struct tide__board_comm *bc, struct started *s, uint64_t
     return prev;
 }
 
-void tide__board_start(struct tide__board_op *op, const struct tide__board_algo *algo)
+static void board_start(tide_req *req)
 {
+    struct tide__board_op *op = (struct tide__board_op *)req;
     struct tide__coll *c = &op->c;
+    const struct tide__board_algo *algo = c->algo->board;
     op->algo = algo;
     op->watch.ready = watch_ready;
     op->n = c->req.comm->size;
@@ -896,7 +898,7 @@ void tide__board_start(struct tide__board_op *op, const struct tide__board_algo 
     advance(op);
 }
 
-void tide__board_step(tide_req *req, tide__msg *m)
+static void board_step(tide_req *req, tide__msg *m)
 {
     (void)m;
     advance((struct tide__board_op *)req);
@@ -904,7 +906,7 @@ void tide__board_step(tide_req *req, tide__msg *m)
 
 /* `done` moves over the collectives that ended, in order: one that
  * failed at its gate must not claim the one before it finished. */
-void tide__board_release(tide_req *req)
+static void board_release(tide_req *req)
 {
     struct tide__board_op *op = (struct tide__board_op *)req;
     struct tide__board_comm *bc = op->bc;
@@ -1127,7 +1129,7 @@ void tide__board_abandon(const struct tide__board_op *from)
     ended_alone(from->bc, from->c.req.seq);
 }
 
-void tide__board_describe(const tide_req *req, char *buf, size_t len)
+static void board_describe(const tide_req *req, char *buf, size_t len)
 {
     const struct tide__board_op *op = (const struct tide__board_op *)req;
     /* Short: the engine gives this 64 bytes. */
@@ -1137,6 +1139,9 @@ void tide__board_describe(const tide_req *req, char *buf, size_t len)
                                         "a skipped part (the peer's account)"};
     snprintf(buf, len, "%s", where[op->phase < 4 ? op->phase : 0]);
 }
+
+const struct tide__op_vtbl tide__board_vtbl = {"collective", board_start, board_step, board_release,
+                                               board_describe};
 
 bool tide__board_fits(uint8_t kind, const tide_comm *comm, size_t bytes)
 {

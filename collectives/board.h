@@ -119,12 +119,9 @@ struct tide__board_op {
     uint8_t own_tiny[BOARD_TINY];  /* a tiny part of ours, to read (own_part) */
 };
 
-/* The op vtable's parts: an algorithm's start calls tide__board_start
- * with its hooks; step, release and describe are these. */
-void tide__board_start(struct tide__board_op *op, const struct tide__board_algo *algo);
-void tide__board_step(tide_req *req, tide__msg *m);
-void tide__board_release(tide_req *req);
-void tide__board_describe(const tide_req *req, char *buf, size_t len);
+/* The vtable of every board algorithm: it runs the hooks of the request's
+ * algorithm (c.algo->board), as tide__coll_vtbl runs its rounds. */
+extern const struct tide__op_vtbl tide__board_vtbl;
 
 /* The direct path.  A blocking call of a small vector spent more of its
  * time on the engine than on the boards: a request from the pool, its

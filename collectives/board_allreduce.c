@@ -90,24 +90,8 @@ static const struct tide__board_algo one_shot_algo = {whole, own, NULL, NULL, on
 static const struct tide__board_algo two_phase_algo = {whole, own, NULL, my_share, reduce_share,
                                                         copy_shares};
 
-static void start_one_shot(tide_req *req)
-{
-    tide__board_start((struct tide__board_op *)req, &one_shot_algo);
-}
-
-static void start_two_phase(tide_req *req)
-{
-    tide__board_start((struct tide__board_op *)req, &two_phase_algo);
-}
-
-static const struct tide__op_vtbl one_shot_vtbl = {"collective", start_one_shot, tide__board_step,
-                                                   tide__board_release, tide__board_describe};
-static const struct tide__op_vtbl two_phase_vtbl = {"collective", start_two_phase,
-                                                    tide__board_step, tide__board_release,
-                                                    tide__board_describe};
-
 const struct tide__algo tide__algo_board_allreduce = {"board", sizeof(struct tide__board_op),
-                                                      &one_shot_vtbl, NULL, NULL,
+                                                      &tide__board_vtbl, NULL, NULL,
                                                       &one_shot_algo};
 const struct tide__algo tide__algo_board_rsag_allreduce = {
-    "board_rsag", sizeof(struct tide__board_op), &two_phase_vtbl, NULL, NULL, &two_phase_algo};
+    "board_rsag", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &two_phase_algo};

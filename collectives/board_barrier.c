@@ -20,13 +20,5 @@ static bool nothing_to_read(struct tide__board_op *op)
 
 static const struct tide__board_algo hooks = {no_part, NULL, NULL, NULL, nothing_to_read, NULL};
 
-static void start(tide_req *req)
-{
-    tide__board_start((struct tide__board_op *)req, &hooks);
-}
-
-static const struct tide__op_vtbl vtbl = {"collective", start, tide__board_step,
-                                          tide__board_release, tide__board_describe};
-
-const struct tide__algo tide__algo_board_barrier = {"board", sizeof(struct tide__board_op), &vtbl,
-                                                    NULL, NULL, &hooks};
+const struct tide__algo tide__algo_board_barrier = {
+    "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};

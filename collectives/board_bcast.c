@@ -33,13 +33,5 @@ static bool copy_out(struct tide__board_op *op)
 
 static const struct tide__board_algo hooks = {root_data, NULL, reads, NULL, copy_out, NULL};
 
-static void start(tide_req *req)
-{
-    tide__board_start((struct tide__board_op *)req, &hooks);
-}
-
-static const struct tide__op_vtbl vtbl = {"collective", start, tide__board_step,
-                                          tide__board_release, tide__board_describe};
-
-const struct tide__algo tide__algo_board_bcast = {"board", sizeof(struct tide__board_op), &vtbl,
-                                                  NULL, NULL, &hooks};
+const struct tide__algo tide__algo_board_bcast = {
+    "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};

@@ -42,13 +42,5 @@ static bool reduce_block(struct tide__board_op *op)
 
 static const struct tide__board_algo hooks = {whole, own, NULL, my_block, reduce_block, NULL};
 
-static void start(tide_req *req)
-{
-    tide__board_start((struct tide__board_op *)req, &hooks);
-}
-
-static const struct tide__op_vtbl vtbl = {"collective", start, tide__board_step,
-                                          tide__board_release, tide__board_describe};
-
 const struct tide__algo tide__algo_board_reduce_scatter = {
-    "board", sizeof(struct tide__board_op), &vtbl, NULL, NULL, &hooks};
+    "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};
