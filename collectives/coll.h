@@ -244,5 +244,6 @@ extern const struct tide__algo tide__algo_board_allgather;
 extern const struct tide__algo tide__algo_board_reduce_scatter;
 extern const struct tide__algo tide__algo_board_bcast;
 extern const struct tide__algo tide__algo_board_barrier;
+extern const struct tide__algo tide__algo_board_alltoall;
 
 #endif

@@ -679,7 +679,9 @@ TIDE_API int tide_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf, s
 
 /* Block p of rank r's sendbuf (count elements at sendbuf + p*count)
  * lands at recvbuf + r*count on rank p.  sendbuf and recvbuf must not
- * overlap.  Algorithm: "pairwise". */
+ * overlap.  Algorithms: "pairwise", "board" (ranks of one host, a
+ * sendbuf of up to 64 KiB: each rank copies its block out of every
+ * peer's; the default there). */
 TIDE_API int tide_ialltoall(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                             tide_dtype dtype, tide_req **req);
 TIDE_API int tide_alltoall(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,

@@ -46,7 +46,8 @@ const struct family coll_families[C_COUNT] = {
                            {"ring", "recursive_halving"}, true},
     [C_GATHER] = {"gather", "TIDE_ALGO_GATHER", {"binomial"}, false},
     [C_SCATTER] = {"scatter", "TIDE_ALGO_SCATTER", {"binomial"}, false},
-    [C_ALLTOALL] = {"alltoall", "TIDE_ALGO_ALLTOALL", {"pairwise"}, false},
+    [C_ALLTOALL] = {"alltoall", "TIDE_ALGO_ALLTOALL",
+                    {"pairwise", NULL, NULL, NULL, NULL, "board"}, false},
     [C_BARRIER] = {"barrier", "TIDE_ALGO_BARRIER",
                    {"dissemination", NULL, NULL, NULL, NULL, "board"}, false},
 };
@@ -84,8 +85,8 @@ static bool is_pow2(int n)
 static bool board_fits(const struct ccase *k, int n)
 {
     size_t use = k->count * tide_dtype_size(k->dtype);
-    if (k->coll == C_REDUCE_SCATTER)
-        use *= (size_t)n;
+    if (k->coll == C_REDUCE_SCATTER || k->coll == C_ALLTOALL)
+        use *= (size_t)n; /* count is a block's */
     /* Test hosts of k ranks (harness.c): the world shares memory only
      * while it fits on the first. */
     const char *hosts = getenv("TIDE_TEST_HOST_SIZE");

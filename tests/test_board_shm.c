@@ -486,7 +486,8 @@ static void mismatch_tiny_part_against_slot(void **state)
 /* ---- the direct path of blocking calls ---- */
 
 /* One blocking board collective of each kind in turn, checked: allreduce
- * of 1-20 ints, allgather, reduce_scatter, broadcast from a moving root.
+ * of 1-20 ints, allgather, reduce_scatter, alltoall, broadcast from a
+ * moving root.
  * Each kind meets every count, so parts of 8 bytes and fewer (the
  * header's first line), up to 72 (its second) and above (the slot's
  * data) all come by, on either side of each edge. */
@@ -494,10 +495,10 @@ static void one_blocking(tide_comm *world, int k)
 {
     int r = tide_comm_rank(world), n = tide_comm_size(world);
     int32_t in[20 * 8], out[20 * 8];
-    int count = 1 + (k / 4) % 20;
+    int count = 1 + (k / 5) % 20;
     for (int i = 0; i < count * n; i++)
         in[i] = r * 1000 + i + k;
-    switch (k % 4) {
+    switch (k % 5) {
     case 0:
         EXPECT_OK(tide_allreduce(world, in, out, (size_t)count, TIDE_INT32, TIDE_SUM));
         for (int i = 0; i < count; i++)
@@ -516,6 +517,13 @@ static void one_blocking(tide_comm *world, int k)
         for (int i = 0; i < count; i++)
             EXPECT(out[i] == 1000 * n * (n - 1) / 2 + n * (r * count + i + k),
                    "op %d: reduce_scatter [%d] %d", k, i, out[i]);
+        break;
+    case 3:
+        EXPECT_OK(tide_alltoall(world, in, out, (size_t)count, TIDE_INT32));
+        for (int q = 0; q < n; q++)
+            for (int i = 0; i < count; i++)
+                EXPECT(out[q * count + i] == q * 1000 + r * count + i + k,
+                       "op %d: alltoall [%d][%d] %d", k, q, i, out[q * count + i]);
         break;
     default:
         setenv("TIDE_ALGO_BROADCAST", "board", 1);

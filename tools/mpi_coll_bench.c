@@ -8,13 +8,13 @@
  *
  * Perf mode times float32 sum collectives out of place (allreduce,
  * allgather, reduce_scatter = MPI_Reduce_scatter_block, broadcast from
- * rank 0) the way tide-perf does (tools/common/bench_common.c): "bytes" is
- * nccl-tests' size, the larger buffer rounded down to whole per-rank
- * blocks (a size with no whole element is skipped); time is the mean per
- * call of the slowest rank; algbw = bytes / time and busbw = algbw times
- * nccl-tests' factor (allreduce 2(n-1)/n, allgather and reduce_scatter
- * (n-1)/n, broadcast 1).  The first warm-up call's result is checked and
- * the wrong elements counted.  A barrier (--op barrier) is timed once,
+ * rank 0, alltoall) the way tide-perf does (tools/common/bench_common.c):
+ * "bytes" is nccl-tests' size, the larger buffer rounded down to whole
+ * per-rank blocks (a size with no whole element is skipped); time is the
+ * mean per call of the slowest rank; algbw = bytes / time and busbw =
+ * algbw times nccl-tests' factor (allreduce 2(n-1)/n, allgather,
+ * reduce_scatter and alltoall (n-1)/n, broadcast 1).  The first warm-up
+ * call's result is checked and the wrong elements counted.  A barrier (--op barrier) is timed once,
  * as a row of 0 bytes.
  *
  * Overlap mode is the OSU micro-benchmarks' method for MPI_Iallreduce,
@@ -42,10 +42,18 @@
 
 enum { CALIBRATION_UNITS = 1 << 18, CALIBRATION_RUNS = 5 };
 
-enum op { OP_ALLREDUCE, OP_ALLGATHER, OP_REDUCE_SCATTER, OP_BROADCAST, OP_BARRIER, OP_COUNT };
+enum op {
+    OP_ALLREDUCE,
+    OP_ALLGATHER,
+    OP_REDUCE_SCATTER,
+    OP_BROADCAST,
+    OP_ALLTOALL,
+    OP_BARRIER, /* last: timed once, not per size (run) */
+    OP_COUNT
+};
 
 static const char *const op_names[OP_COUNT] = {"allreduce", "allgather", "reduce_scatter",
-                                               "broadcast", "barrier"};
+                                               "broadcast", "alltoall", "barrier"};
 
 struct options {
     const char *tool;      /* the "tool" field of every record */
@@ -76,8 +84,8 @@ static const char help_text[] =
     "\n"
     "  --tool NAME        the records' \"tool\" field (ompi-tcp, ompi-sm, ...)\n"
     "  --op LIST          comma-separated: allreduce,allgather,reduce_scatter,broadcast,\n"
-    "                     barrier (default the first four; a barrier is timed once,\n"
-    "                     as 0 bytes)\n"
+    "                     alltoall, barrier (default the first four; a barrier is timed\n"
+    "                     once, as 0 bytes)\n"
     "  -b, -e SIZE        smallest and largest size in bytes (K, M, G suffixes)\n"
     "  -f FACTOR          size multiplier (default 2)\n"
     "  -n ITERS, -w WARM  timed and warm-up calls per size (default 20, 5)\n"
@@ -122,7 +130,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"json", required_argument, NULL, 'J'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (struct options){.tool = "mpi", .ops = {1, 1, 1, 1, 0}, .min_bytes = 8,
+    *o = (struct options){.tool = "mpi", .ops = {1, 1, 1, 1, 0, 0}, .min_bytes = 8,
                           .max_bytes = 64u << 20, .factor = 2, .iters = 20, .warmup = 5};
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "b:e:f:n:w:t:h", longs, NULL)) != -1) {
@@ -173,7 +181,8 @@ static void counts(const struct bench *b, enum op op, size_t bytes, size_t *coun
 {
     size_t n = bytes / sizeof(float);
     *per_rank = n / (size_t)b->size;
-    *count = op == OP_ALLGATHER || op == OP_REDUCE_SCATTER ? *per_rank * (size_t)b->size : n;
+    int blocks = op == OP_ALLGATHER || op == OP_REDUCE_SCATTER || op == OP_ALLTOALL;
+    *count = blocks ? *per_rank * (size_t)b->size : n;
 }
 
 static void fill(struct bench *b, size_t count)
@@ -199,6 +208,9 @@ static int run_op(struct bench *b, enum op op, size_t count, size_t per_rank)
         /* In place by nature; rank 0's send buffer is never overwritten. */
         return MPI_Bcast(b->rank == 0 ? b->send : b->recv, (int)count, MPI_FLOAT, 0,
                          MPI_COMM_WORLD);
+    case OP_ALLTOALL:
+        return MPI_Alltoall(b->send, (int)per_rank, MPI_FLOAT, b->recv, (int)per_rank, MPI_FLOAT,
+                            MPI_COMM_WORLD);
     case OP_BARRIER:
         return MPI_Barrier(MPI_COMM_WORLD);
     default:
@@ -222,6 +234,8 @@ static long count_wrong(const struct bench *b, enum op op, size_t count, size_t 
             want = pattern((int)(i / per_rank), i % per_rank);
         else if (op == OP_REDUCE_SCATTER)
             want = ranks_sum * pattern(0, (size_t)b->rank * per_rank + i);
+        else if (op == OP_ALLTOALL) /* block i / per_rank came from that rank */
+            want = pattern((int)(i / per_rank), (size_t)b->rank * per_rank + i % per_rank);
         else
             want = pattern(0, i);
         wrong += b->recv[i] != want;

@@ -1,0 +1,43 @@
+/* board_alltoall.c - all-to-all on boards (board.h): every rank
+ * publishes its whole input, then copies block `me` of every peer's
+ * into its recvbuf, in place of the pairwise exchange's n - 1 rounds of
+ * messages.  Its own block comes straight from its sendbuf: tide_alltoall
+ * rejects overlapping buffers, so nothing we write is read after. */
+#include "collectives/board.h"
+
+static size_t whole(struct tide__board_op *op, const void **src)
+{
+    *src = op->c.sendbuf;
+    return (size_t)op->n * op->c.count * op->c.esize;
+}
+
+static bool own(const struct tide__board_op *op, const void *src)
+{
+    (void)op;
+    (void)src;
+    return true;
+}
+
+/* Of every part, we read the block addressed to us. */
+static size_t my_block(const struct tide__board_op *op, size_t *off)
+{
+    size_t bb = op->c.count * op->c.esize;
+    *off = (size_t)op->me * bb;
+    return bb;
+}
+
+static bool copy_blocks(struct tide__board_op *op)
+{
+    struct tide__coll *c = &op->c;
+    size_t bb = c->count * c->esize, at = (size_t)op->me * bb;
+    if (!bb)
+        return true; /* the buffers may be NULL */
+    for (int q = 0; q < op->n; q++)
+        tide__coll_copy(c, tide__at(c, c->recvbuf, (size_t)q * c->count), op->parts[q] + at, bb);
+    return true;
+}
+
+static const struct tide__board_algo hooks = {whole, own, NULL, my_block, copy_blocks, NULL};
+
+const struct tide__algo tide__algo_board_alltoall = {
+    "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};
