@@ -342,6 +342,28 @@ static void report_unread(struct tide__board_comm *bc, tide_comm *comm, int q, u
                              "but %s", (unsigned long long)seq, text);
 }
 
+/* Whether peer b has published eight board collectives past seq, so that
+ * every one of its headers is newer: it wrote its header of seq over.
+ * Then it has seen to seq already.  If it read our part of seq (a
+ * root of a reduce, a broadcast's reader) it compared our signature
+ * with its own there.  If it read nothing, seq was an unread one of
+ * its own, and its gate for the publication that wrote over it (eight
+ * later) passed only once it saw us post past seq (a runner's lead ends
+ * AHEAD_MAX + 1 past what it saw), and checked seq against our header
+ * then (gate_passed), which was still in place: we write ours over only
+ * after the same check on our side, so whichever of us checked first
+ * saw both.  (Roots that change hands on 2 ranks let one rank run
+ * ahead past the other's last unread ones: rank 1 a root of eight
+ * broadcasts it had not yet checked, rank 0 then the root of the next
+ * eight while rank 1 sleeps.) */
+static bool written_over(struct board *b, uint64_t seq)
+{
+    for (int k = 0; k < BOARD_HEADS; k++)
+        if (load(&b->head[k].seq) <= seq)
+            return false;
+    return true;
+}
+
 /* Compare every peer's header of our unread publication seq, which went
  * to our header `head` (and theirs most likely too), with ours; false
  * once one differs (reported). */
@@ -355,7 +377,8 @@ static bool check_one(struct tide__board_comm *bc, tide_comm *comm, int head, ui
             continue;
         bool found = slot_of(bc->peer[q], head, seq, &theirs) >= 0;
         if (load(bc->peer_key[q]) != bc->key ||
-            (found && tide__frame_same_signature(ours, &theirs)))
+            (found && tide__frame_same_signature(ours, &theirs)) ||
+            (!found && written_over(bc->peer[q], seq)))
             continue;
         report_unread(bc, comm, q, seq, ours, found ? &theirs : NULL);
         return false;
@@ -536,6 +559,16 @@ static enum tide__board_reads reads_of(const struct tide__board_op *op)
     return op->algo->reads ? op->algo->reads(op) : TIDE__READS_ALL;
 }
 
+enum tide__board_reads tide__board_reads_to_root(const struct tide__board_op *op)
+{
+    return op->me == op->c.root ? TIDE__READS_ALL : TIDE__READS_NONE;
+}
+
+enum tide__board_reads tide__board_reads_from_root(const struct tide__board_op *op)
+{
+    return op->me == op->c.root ? TIDE__READS_NONE : TIDE__READS_ROOT;
+}
+
 /* The first rank from q on whose part we read (reads: reads_of(op)), or
  * op->n if none: every peer's, the root's only, or none.  The loops
  * over the parts go `for (q = next_read(op, r, 0); q < op->n; q =
@@ -570,8 +603,9 @@ static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
     uint64_t seq = op->c.req.seq;
     enum tide__board_reads reads = reads_of(op);
     bool posted = word_off == offsetof(struct board, posted);
-    /* A broadcast's root running ahead puts 9-72 bytes there too. */
-    size_t bytes = op->c.count * op->c.esize;
+    /* A root running ahead (a broadcast's, a scatter's) puts 9-72 bytes
+     * there too: its part is the call's whole vector. */
+    size_t bytes = op->c.req.op_bytes;
     bool ahead = reads == TIDE__READS_ROOT && ahead_fits(op, bytes);
     bool root_line2 = ahead && bytes > BOARD_TINY_LINE;
     bool part_line = (op->line2 || root_line2) && posted;
@@ -1149,6 +1183,8 @@ bool tide__board_fits(uint8_t kind, const tide_comm *comm, size_t bytes)
     if (!comm->shared || comm->size < 2 || !tp->ops->board_at ||
         !tp->ops->board_at(tp, comm->ctx->rank)) /* areas are offered to all or none */
         return false;
-    size_t slot_use = kind == TIDE_KIND_ALLGATHER ? bytes / (size_t)comm->size : bytes;
+    /* An all-gather's and a gather's slot holds one block of the whole. */
+    bool block = kind == TIDE_KIND_ALLGATHER || kind == TIDE_KIND_GATHER;
+    size_t slot_use = block ? bytes / (size_t)comm->size : bytes;
     return slot_use <= BOARD_SLOT;
 }

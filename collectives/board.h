@@ -74,6 +74,12 @@ enum tide__board_reads {
                          after the fact (below, "unread") */
 };
 
+/* The `reads` of the rooted collectives: the root reads every part and
+ * the others none (reduce, gather), or the others the root's and the
+ * root none (broadcast, scatter). */
+enum tide__board_reads tide__board_reads_to_root(const struct tide__board_op *op);
+enum tide__board_reads tide__board_reads_from_root(const struct tide__board_op *op);
+
 /* What an algorithm adds to the steps above. */
 struct tide__board_algo {
     /* The bytes to publish (0: a header only), at *src. */

@@ -2,7 +2,8 @@
  * publishes its block, then copies every block, its own included, out
  * of the slots.  Reading its own from its slot too means recvbuf is
  * written only after the input was read (at publishing), however the
- * two overlap. */
+ * two overlap.  Gather is the same at its root; the others read
+ * nothing and end once published (board.h, "unread"). */
 #include "collectives/board.h"
 
 static size_t own_block(struct tide__board_op *op, const void **src)
@@ -29,7 +30,16 @@ static bool copy_blocks(struct tide__board_op *op)
     return true;
 }
 
+static bool gather_at_root(struct tide__board_op *op)
+{
+    return op->me == op->c.root ? copy_blocks(op) : true;
+}
+
 static const struct tide__board_algo hooks = {own_block, own, NULL, NULL, copy_blocks, NULL};
+static const struct tide__board_algo gather_hooks = {own_block, own, tide__board_reads_to_root, NULL,
+                                                     gather_at_root, NULL};
 
 const struct tide__algo tide__algo_board_allgather = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};
+const struct tide__algo tide__algo_board_gather = {
+    "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &gather_hooks};

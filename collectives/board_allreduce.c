@@ -1,4 +1,5 @@
-/* board_allreduce.c - all-reduce on boards (board.h), two ways.
+/* board_allreduce.c - all-reduce on boards (board.h), two ways, and
+ * reduce, the one-shot way at its root.
  *
  * One-shot ("board"): every rank publishes its whole vector, then
  * reduces all n parts, in rank order, into recvbuf.  One flag wait;
@@ -11,7 +12,12 @@
  * `reduced`, and once all have, copies the other shares out of their
  * owners' slots.  Two flag waits; each rank reads about 2N bytes, so it
  * wins once (n - 3) N bytes take longer to read than a flag takes to
- * cross. */
+ * cross.
+ *
+ * Reduce ("board"): every rank publishes its vector; the root reduces
+ * all n parts as the one-shot all-reduce does, and the others read
+ * nothing: they end once published, as a broadcast's root does, and
+ * check the peers' headers after the fact (board.h, "unread"). */
 #include "collectives/board.h"
 #include "collectives/stage.h"
 
@@ -86,6 +92,11 @@ static void copy_shares(struct tide__board_op *op)
     }
 }
 
+static bool reduce_at_root(struct tide__board_op *op)
+{
+    return op->me == op->c.root ? one_shot(op) : true;
+}
+
 static const struct tide__board_algo one_shot_algo = {whole, own, NULL, NULL, one_shot, NULL};
 static const struct tide__board_algo two_phase_algo = {whole, own, NULL, my_share, reduce_share,
                                                         copy_shares};
@@ -95,3 +106,9 @@ const struct tide__algo tide__algo_board_allreduce = {"board", sizeof(struct tid
                                                       &one_shot_algo};
 const struct tide__algo tide__algo_board_rsag_allreduce = {
     "board_rsag", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &two_phase_algo};
+
+static const struct tide__board_algo reduce_algo = {whole, own, tide__board_reads_to_root, NULL,
+                                                     reduce_at_root, NULL};
+
+const struct tide__algo tide__algo_board_reduce = {"board", sizeof(struct tide__board_op),
+                                                   &tide__board_vtbl, NULL, NULL, &reduce_algo};

@@ -2,7 +2,12 @@
  * publishes its whole input, then copies block `me` of every peer's
  * into its recvbuf, in place of the pairwise exchange's n - 1 rounds of
  * messages.  Its own block comes straight from its sendbuf: tide_alltoall
- * rejects overlapping buffers, so nothing we write is read after. */
+ * rejects overlapping buffers, so nothing we write is read after.
+ *
+ * Scatter is the root's half of it: the root publishes its whole input
+ * and copies its own block; each other rank copies its block out of the
+ * root's.  The root reads nothing and ends once published, as a
+ * broadcast's root does (board.h, "unread"). */
 #include "collectives/board.h"
 
 static size_t whole(struct tide__board_op *op, const void **src)
@@ -37,7 +42,32 @@ static bool copy_blocks(struct tide__board_op *op)
     return true;
 }
 
+static bool is_root(const struct tide__board_op *op)
+{
+    return op->me == op->c.root;
+}
+
+static size_t root_whole(struct tide__board_op *op, const void **src)
+{
+    return is_root(op) ? whole(op, src) : 0;
+}
+
+static bool copy_my_block(struct tide__board_op *op)
+{
+    struct tide__coll *c = &op->c;
+    size_t bb = c->count * c->esize, at = (size_t)op->me * bb;
+    if (!bb)
+        return true; /* the buffers may be NULL */
+    const uint8_t *from = is_root(op) ? (const uint8_t *)c->sendbuf : op->parts[c->root];
+    tide__coll_copy(c, c->recvbuf, from + at, bb);
+    return true;
+}
+
 static const struct tide__board_algo hooks = {whole, own, NULL, my_block, copy_blocks, NULL};
+static const struct tide__board_algo scatter_hooks = {root_whole, NULL, tide__board_reads_from_root,
+                                                      my_block, copy_my_block, NULL};
 
 const struct tide__algo tide__algo_board_alltoall = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};
+const struct tide__algo tide__algo_board_scatter = {
+    "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &scatter_hooks};

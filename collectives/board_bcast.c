@@ -18,11 +18,6 @@ static size_t root_data(struct tide__board_op *op, const void **src)
     return is_root(op) ? op->c.count * op->c.esize : 0;
 }
 
-static enum tide__board_reads reads(const struct tide__board_op *op)
-{
-    return is_root(op) ? TIDE__READS_NONE : TIDE__READS_ROOT;
-}
-
 static bool copy_out(struct tide__board_op *op)
 {
     struct tide__coll *c = &op->c;
@@ -31,7 +26,8 @@ static bool copy_out(struct tide__board_op *op)
     return true;
 }
 
-static const struct tide__board_algo hooks = {root_data, NULL, reads, NULL, copy_out, NULL};
+static const struct tide__board_algo hooks = {root_data, NULL, tide__board_reads_from_root, NULL, copy_out,
+                                              NULL};
 
 const struct tide__algo tide__algo_board_bcast = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};

@@ -245,5 +245,8 @@ extern const struct tide__algo tide__algo_board_reduce_scatter;
 extern const struct tide__algo tide__algo_board_bcast;
 extern const struct tide__algo tide__algo_board_barrier;
 extern const struct tide__algo tide__algo_board_alltoall;
+extern const struct tide__algo tide__algo_board_reduce;
+extern const struct tide__algo tide__algo_board_gather;
+extern const struct tide__algo tide__algo_board_scatter;
 
 #endif

@@ -54,7 +54,9 @@ static const struct family families[] = {
       {"chain", &tide__algo_chain_bcast, ANY},
       {"shm", &tide__algo_stage_bcast, SHARED},
       {"board", &tide__algo_board_bcast, BOARD}}},
-    {TIDE_KIND_REDUCE, "TIDE_ALGO_REDUCE", {{"binomial", &tide__algo_binomial_reduce, ANY}}},
+    {TIDE_KIND_REDUCE, "TIDE_ALGO_REDUCE",
+     {{"binomial", &tide__algo_binomial_reduce, ANY},
+      {"board", &tide__algo_board_reduce, BOARD}}},
     {TIDE_KIND_ALLGATHER, "TIDE_ALGO_ALLGATHER",
      {{"ring", &tide__algo_ring_allgather, ANY},
       {"bruck", &tide__algo_bruck_allgather, ANY},
@@ -71,8 +73,12 @@ static const struct family families[] = {
     {TIDE_KIND_REDUCE_SCATTERV, "TIDE_ALGO_REDUCE_SCATTERV",
      {{"ring", &tide__algo_ring_reduce_scatter, ANY},
       {"recursive_halving", &tide__algo_rh_reduce_scatter, ANY}}},
-    {TIDE_KIND_GATHER, "TIDE_ALGO_GATHER", {{"binomial", &tide__algo_binomial_gather, ANY}}},
-    {TIDE_KIND_SCATTER, "TIDE_ALGO_SCATTER", {{"binomial", &tide__algo_binomial_scatter, ANY}}},
+    {TIDE_KIND_GATHER, "TIDE_ALGO_GATHER",
+     {{"binomial", &tide__algo_binomial_gather, ANY},
+      {"board", &tide__algo_board_gather, BOARD}}},
+    {TIDE_KIND_SCATTER, "TIDE_ALGO_SCATTER",
+     {{"binomial", &tide__algo_binomial_scatter, ANY},
+      {"board", &tide__algo_board_scatter, BOARD}}},
     {TIDE_KIND_ALLTOALL, "TIDE_ALGO_ALLTOALL",
      {{"pairwise", &tide__algo_pairwise_alltoall, ANY},
       {"board", &tide__algo_board_alltoall, BOARD}}},
@@ -222,6 +228,13 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
  * boards against 4.5-5.1 by messages, the reverse of the figures above
  * from another 2-core machine: left to messages until the 16-core host
  * says.) */
+static const struct tide__algo *on_board_rooted(uint8_t kind)
+{
+    if (kind == TIDE_KIND_REDUCE)
+        return &tide__algo_board_reduce;
+    return kind == TIDE_KIND_GATHER ? &tide__algo_board_gather : &tide__algo_board_scatter;
+}
+
 static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
     int n = comm->size;
@@ -250,6 +263,23 @@ static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, si
          * 12.6 against 33, 64 KiB 18.8 against 38.  Open MPI's vader
          * took 0.52, 1.21 and 8.34 on 2 ranks. */
         return &tide__algo_board_alltoall;
+    case TIDE_KIND_REDUCE:
+    case TIDE_KIND_GATHER:
+    case TIDE_KIND_SCATTER:
+        /* One publication and one read against a tree's messages.  2
+         * ranks (2026-11-28, us, board against binomial): reduce 8 B
+         * 0.41 against 1.15, 4 KiB 0.86 against 1.53, 64 KiB 7.8
+         * against 12.3; gather 8 B 0.34 against 0.76, 32 KiB 1.43
+         * against 1.89; scatter 8 B 0.36 against 0.81, 64 KiB 2.85
+         * against 2.68.  Open MPI's vader: reduce 0.15, 5.41 and 8.03 at
+         * 8 B, 4 and 32 KiB, gather 0.12 / 1.38 / 6.80, scatter 0.21 /
+         * 1.87 / 6.82.  But 4 ranks sharing the 2 cores went the other
+         * way below 64 KiB (reduce 8 KiB 11.6 against 4.4, gather 1 KiB
+         * 11.6 against 1.75): a tree's leaves send and go on, where the
+         * board's gate holds every rank to its peers' last collective.
+         * So on 2 ranks only, until a many-core host measures 8 and 16
+         * (tools/device_compare.sh). */
+        return n == 2 ? on_board_rooted(kind) : NULL;
     case TIDE_KIND_BARRIER:
         /* A flag and n - 1 loads against log2 n rounds of frames: 2
          * ranks 0.44-0.50 us against 1.39-1.62, 4 sharing the 2 cores
@@ -490,7 +520,8 @@ static const struct tide__algo *const all_algos[] = {
     &tide__algo_stage_bcast,     &tide__algo_hier_allreduce,    &tide__algo_board_allreduce,
     &tide__algo_board_rsag_allreduce, &tide__algo_board_allgather, &tide__algo_board_reduce_scatter,
     &tide__algo_board_bcast,     &tide__algo_stage_reduce_scatter, &tide__algo_board_barrier,
-    &tide__algo_board_alltoall,
+    &tide__algo_board_alltoall,  &tide__algo_board_reduce,      &tide__algo_board_gather,
+    &tide__algo_board_scatter,
 };
 
 uint8_t tide__algo_id(const struct tide__algo *algo)

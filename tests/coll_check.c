@@ -36,7 +36,8 @@ const struct family coll_families[C_COUNT] = {
                       "board_rsag"}, true},
     [C_BROADCAST] = {"broadcast", "TIDE_ALGO_BROADCAST",
                      {"binomial", "chain", NULL, "shm", NULL, "board"}, false},
-    [C_REDUCE] = {"reduce", "TIDE_ALGO_REDUCE", {"binomial"}, true},
+    [C_REDUCE] = {"reduce", "TIDE_ALGO_REDUCE", {"binomial", NULL, NULL, NULL, NULL, "board"},
+                  true},
     [C_ALLGATHER] = {"allgather", "TIDE_ALGO_ALLGATHER",
                      {"ring", "bruck", "recursive_doubling", "shm", NULL, "board"}, false},
     [C_ALLGATHERV] = {"allgatherv", "TIDE_ALGO_ALLGATHERV", {"ring"}, false},
@@ -44,8 +45,10 @@ const struct family coll_families[C_COUNT] = {
                           {"ring", "recursive_halving", NULL, "shm", NULL, "board"}, true},
     [C_REDUCE_SCATTERV] = {"reduce_scatterv", "TIDE_ALGO_REDUCE_SCATTERV",
                            {"ring", "recursive_halving"}, true},
-    [C_GATHER] = {"gather", "TIDE_ALGO_GATHER", {"binomial"}, false},
-    [C_SCATTER] = {"scatter", "TIDE_ALGO_SCATTER", {"binomial"}, false},
+    [C_GATHER] = {"gather", "TIDE_ALGO_GATHER", {"binomial", NULL, NULL, NULL, NULL, "board"},
+                  false},
+    [C_SCATTER] = {"scatter", "TIDE_ALGO_SCATTER", {"binomial", NULL, NULL, NULL, NULL, "board"},
+                   false},
     [C_ALLTOALL] = {"alltoall", "TIDE_ALGO_ALLTOALL",
                     {"pairwise", NULL, NULL, NULL, NULL, "board"}, false},
     [C_BARRIER] = {"barrier", "TIDE_ALGO_BARRIER",
@@ -85,8 +88,8 @@ static bool is_pow2(int n)
 static bool board_fits(const struct ccase *k, int n)
 {
     size_t use = k->count * tide_dtype_size(k->dtype);
-    if (k->coll == C_REDUCE_SCATTER || k->coll == C_ALLTOALL)
-        use *= (size_t)n; /* count is a block's */
+    if (k->coll == C_REDUCE_SCATTER || k->coll == C_ALLTOALL || k->coll == C_SCATTER)
+        use *= (size_t)n; /* count is a block's, and the slot holds them all */
     /* Test hosts of k ranks (harness.c): the world shares memory only
      * while it fits on the first. */
     const char *hosts = getenv("TIDE_TEST_HOST_SIZE");

@@ -485,20 +485,53 @@ static void mismatch_tiny_part_against_slot(void **state)
 
 /* ---- the direct path of blocking calls ---- */
 
+enum { KINDS = 8 }; /* of collective in one_blocking */
+
 /* One blocking board collective of each kind in turn, checked: allreduce
- * of 1-20 ints, allgather, reduce_scatter, alltoall, broadcast from a
- * moving root.
+ * of 1-20 ints, allgather, reduce_scatter, alltoall, then broadcast,
+ * reduce, gather and scatter to or from a moving root (forced onto
+ * boards, which 4 ranks leave to trees by default but for broadcast).
  * Each kind meets every count, so parts of 8 bytes and fewer (the
  * header's first line), up to 72 (its second) and above (the slot's
  * data) all come by, on either side of each edge. */
+/* Reduce, gather or scatter to or from root, on boards (one_blocking's
+ * last three kinds). */
+static void one_rooted(tide_comm *world, int k, int32_t *in, int32_t *out, int count, int root)
+{
+    int r = tide_comm_rank(world), n = tide_comm_size(world);
+    static const char *const env[] = {"TIDE_ALGO_REDUCE", "TIDE_ALGO_GATHER", "TIDE_ALGO_SCATTER"};
+    int kind = k % KINDS - 5;
+    setenv(env[kind], "board", 1);
+    for (int i = 0; i < count * n; i++)
+        out[i] = -1;
+    if (kind == 0)
+        EXPECT_OK(tide_reduce(world, in, out, (size_t)count, TIDE_INT32, TIDE_SUM, root));
+    else if (kind == 1)
+        EXPECT_OK(tide_gather(world, in, out, (size_t)count, TIDE_INT32, root));
+    else
+        EXPECT_OK(tide_scatter(world, in, out, (size_t)count, TIDE_INT32, root));
+    unsetenv(env[kind]);
+    for (int i = 0; i < count * n; i++) {
+        int32_t want = -1; /* nothing else written */
+        if (kind == 0 && r == root && i < count)
+            want = 1000 * n * (n - 1) / 2 + n * (i + k);
+        else if (kind == 1 && r == root)
+            want = (i / count) * 1000 + i % count + k;
+        else if (kind == 2 && i < count)
+            want = root * 1000 + r * count + i + k;
+        EXPECT(out[i] == want, "op %d: %s to/from %d [%d] %d, wanted %d", k, env[kind] + 10,
+               root, i, out[i], want);
+    }
+}
+
 static void one_blocking(tide_comm *world, int k)
 {
     int r = tide_comm_rank(world), n = tide_comm_size(world);
     int32_t in[20 * 8], out[20 * 8];
-    int count = 1 + (k / 5) % 20;
+    int count = 1 + (k / KINDS) % 20, root = (k / KINDS) % n;
     for (int i = 0; i < count * n; i++)
         in[i] = r * 1000 + i + k;
-    switch (k % 5) {
+    switch (k % KINDS) {
     case 0:
         EXPECT_OK(tide_allreduce(world, in, out, (size_t)count, TIDE_INT32, TIDE_SUM));
         for (int i = 0; i < count; i++)
@@ -525,12 +558,15 @@ static void one_blocking(tide_comm *world, int k)
                 EXPECT(out[q * count + i] == q * 1000 + r * count + i + k,
                        "op %d: alltoall [%d][%d] %d", k, q, i, out[q * count + i]);
         break;
-    default:
+    case 4:
         setenv("TIDE_ALGO_BROADCAST", "board", 1);
-        EXPECT_OK(tide_broadcast(world, in, (size_t)count, TIDE_INT32, k % n));
+        EXPECT_OK(tide_broadcast(world, in, (size_t)count, TIDE_INT32, root));
         unsetenv("TIDE_ALGO_BROADCAST");
         for (int i = 0; i < count; i++)
-            EXPECT(in[i] == (k % n) * 1000 + i + k, "op %d: broadcast [%d] %d", k, i, in[i]);
+            EXPECT(in[i] == root * 1000 + i + k, "op %d: broadcast [%d] %d", k, i, in[i]);
+        break;
+    default:
+        one_rooted(world, k, in, out, count, root);
     }
 }
 
@@ -906,14 +942,29 @@ static void two_rank_root_runs_ahead(void **state)
  * the others' headers at its next board collective, whose call (or
  * the one after, if a request ran that gate) reports the mismatch as
  * a late error; the calls stay paired and right. */
+/* A rooted collective on boards that no rank reads, every rank taking
+ * itself (broadcast, scatter) or the next rank (reduce, gather) for the
+ * root: each call succeeds, and one of the next two reports it. */
+static int rooted_nobody_reads(tide_comm *world, int how)
+{
+    int r = tide_comm_rank(world), n = tide_comm_size(world), next = (r + 1) % n;
+    static float v[16 * 4], w[16 * 4];
+    static const char *const env[] = {"TIDE_ALGO_BROADCAST", "TIDE_ALGO_REDUCE",
+                                      "TIDE_ALGO_GATHER", "TIDE_ALGO_SCATTER"};
+    setenv(env[how], "board", 1);
+    int rc = how == 0   ? tide_broadcast(world, v, 16, TIDE_FLOAT32, r)
+             : how == 1 ? tide_reduce(world, v, w, 16, TIDE_FLOAT32, TIDE_SUM, next)
+             : how == 2 ? tide_gather(world, v, w, 16, TIDE_FLOAT32, next)
+                        : tide_scatter(world, v, w, 16, TIDE_FLOAT32, r);
+    unsetenv(env[how]);
+    return rc;
+}
+
 static void roots_next_call_body(tide_comm *world, void *arg)
 {
-    (void)arg;
+    int how = arg ? *(int *)arg : 0;
     int r = tide_comm_rank(world), n = tide_comm_size(world);
-    float v[16] = {0};
-    setenv("TIDE_ALGO_BROADCAST", "board", 1);
-    EXPECT_OK(tide_broadcast(world, v, 16, TIDE_FLOAT32, r));
-    unsetenv("TIDE_ALGO_BROADCAST");
+    EXPECT_OK(rooted_nobody_reads(world, how));
     int reported = 0;
     for (int k = 0; k < 2; k++) {
         int32_t in = r + 1, out = 0;
@@ -923,7 +974,7 @@ static void roots_next_call_body(tide_comm *world, void *arg)
             continue;
         }
         EXPECT_OK(rc);
-        EXPECT(out == n * (n + 1) / 2, "call %d after the broadcast gave %d", k, out);
+        EXPECT(out == n * (n + 1) / 2, "call %d after the collective gave %d", k, out);
     }
     EXPECT(reported == 1, "the mismatch was reported %d times in two calls", reported);
     EXPECT(tide_comm_async_error(world, NULL) == 0, "a report is still held");
@@ -966,9 +1017,41 @@ static void two_roots_poll_body(tide_comm *world, void *arg)
     EXPECT(out == 3, "after the report: %d", out);
 }
 
-static void broadcast_roots_learn_late(void **state)
+/* Roots that change hands on 2 ranks, with tiny broadcasts, whose roots
+ * run ahead: rank 1 is the root of fourteen (it checks rank 0's headers
+ * only as its lead runs out, at the eighth, so the last six or seven are
+ * unchecked when it stops), then rank 0 of eight more while rank 1
+ * sleeps, so rank 0 writes over its headers of rank 1's unchecked ones
+ * before rank 1 looks (board.c, written_over).  Nothing is mismatched:
+ * every call and the all-reduce after must succeed. */
+static void roots_change_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world);
+    int32_t v[4] = {0};
+    setenv("TIDE_ALGO_BROADCAST", "board", 1);
+    enum { FIRST = 14 };
+    for (int k = 0; k < FIRST + 8; k++) {
+        int root = k < FIRST ? 1 : 0;
+        if (k == FIRST && r == 1)
+            harness_sleep_ms(50);
+        v[0] = root == r ? k : -1;
+        EXPECT_OK(tide_broadcast(world, v, 4, TIDE_INT32, root));
+        EXPECT(v[0] == k, "broadcast %d gave %d", k, v[0]);
+    }
+    unsetenv("TIDE_ALGO_BROADCAST");
+    int32_t in = r + 1, out = 0;
+    EXPECT_OK(tide_allreduce(world, &in, &out, 1, TIDE_INT32, TIDE_SUM));
+    EXPECT(out == 3, "the all-reduce after gave %d", out);
+    EXPECT(tide_comm_async_error(world, NULL) == 0, "a mismatch was reported");
+}
+
+static void rooted_roots_learn_late(void **state)
 {
     (void)state;
+    for (int how = 1; how < 4; how++) /* reduce, gather, scatter */
+        assert_int_equal(run_on_shm(2, 10, roots_next_call_body, &how), 0);
+    assert_int_equal(run_on_shm(2, 10, roots_change_body, NULL), 0);
     assert_int_equal(run_on_shm(2, 10, roots_next_call_body, NULL), 0);
     assert_int_equal(run_on_shm_with(2, 10, TIDE_PROGRESS_INLINE, roots_next_call_body, NULL), 0);
     assert_int_equal(run_on_shm(3, 10, roots_next_call_body, NULL), 0);
@@ -1074,7 +1157,7 @@ int main(void)
         cmocka_unit_test(own_part_where_the_result_goes),
         cmocka_unit_test(choice_follows_the_environment),
         cmocka_unit_test(broadcast_root_runs_ahead),
-        cmocka_unit_test(broadcast_roots_learn_late),
+        cmocka_unit_test(rooted_roots_learn_late),
         cmocka_unit_test(two_rank_root_runs_ahead),
         cmocka_unit_test(barrier_on_boards),
         cmocka_unit_test(sixteen_ranks),

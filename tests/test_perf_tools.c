@@ -219,6 +219,8 @@ static const struct perf_case perf_cases[] = {
     {"broadcast", "double", "sum", "3", false, 6},
     {"reduce", "uint8", "prod", "1", true, 6},
     {"alltoall", "int8", "sum", "0", false, 6},
+    {"gather", "int32", "sum", "1", false, 6},
+    {"scatter", "uint64", "sum", "1", false, 6},
     {"barrier", "float", "sum", "0", false, 1},
 };
 

@@ -298,7 +298,7 @@ static void alltoall_body(tide_comm *comm, void *arg)
 struct scenario {
     const char *name;
     harness_body body;
-    const char *bcast_algo; /* TIDE_ALGO_BROADCAST for the run; NULL: unset */
+    const char *bcast_algo; /* TIDE_ALGO_BROADCAST for the run; NULL: binomial */
 };
 
 static const struct scenario scenarios[] = {
@@ -315,11 +315,14 @@ static void run_scenario(void **state)
     const struct scenario *s = *state;
     struct harness_opts o;
     harness_defaults(&o);
-    /* The children inherit the environment: this picks their algorithm. */
-    if (s->bcast_algo)
-        setenv("TIDE_ALGO_BROADCAST", s->bcast_algo, 1);
-    else
-        unsetenv("TIDE_ALGO_BROADCAST");
+    /* The children inherit the environment: this picks their algorithm.
+     * The trees and the pairwise exchange, which ranks that share memory
+     * leave to boards (test_board_shm) for small vectors by default. */
+    setenv("TIDE_ALGO_BROADCAST", s->bcast_algo ? s->bcast_algo : "binomial", 1);
+    setenv("TIDE_ALGO_REDUCE", "binomial", 1);
+    setenv("TIDE_ALGO_GATHER", "binomial", 1);
+    setenv("TIDE_ALGO_SCATTER", "binomial", 1);
+    setenv("TIDE_ALGO_ALLTOALL", "pairwise", 1);
     tide_progress_mode modes[] = {TIDE_PROGRESS_THREAD, TIDE_PROGRESS_INLINE};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         o.progress = modes[m];

@@ -37,6 +37,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <time.h>
 
@@ -48,12 +49,16 @@ enum op {
     OP_REDUCE_SCATTER,
     OP_BROADCAST,
     OP_ALLTOALL,
+    OP_REDUCE,
+    OP_GATHER,
+    OP_SCATTER,
     OP_BARRIER, /* last: timed once, not per size (run) */
     OP_COUNT
 };
 
 static const char *const op_names[OP_COUNT] = {"allreduce", "allgather", "reduce_scatter",
-                                               "broadcast", "alltoall", "barrier"};
+                                               "broadcast", "alltoall", "reduce",
+                                               "gather", "scatter", "barrier"};
 
 struct options {
     const char *tool;      /* the "tool" field of every record */
@@ -84,7 +89,8 @@ static const char help_text[] =
     "\n"
     "  --tool NAME        the records' \"tool\" field (ompi-tcp, ompi-sm, ...)\n"
     "  --op LIST          comma-separated: allreduce,allgather,reduce_scatter,broadcast,\n"
-    "                     alltoall, barrier (default the first four; a barrier is timed\n"
+    "                     alltoall, reduce, gather, scatter, barrier (default the first\n"
+    "                     four; roots are rank 0; a barrier is timed\n"
     "                     once, as 0 bytes)\n"
     "  -b, -e SIZE        smallest and largest size in bytes (K, M, G suffixes)\n"
     "  -f FACTOR          size multiplier (default 2)\n"
@@ -130,7 +136,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"json", required_argument, NULL, 'J'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (struct options){.tool = "mpi", .ops = {1, 1, 1, 1, 0, 0}, .min_bytes = 8,
+    *o = (struct options){.tool = "mpi", .ops = {1, 1, 1, 1}, .min_bytes = 8,
                           .max_bytes = 64u << 20, .factor = 2, .iters = 20, .warmup = 5};
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "b:e:f:n:w:t:h", longs, NULL)) != -1) {
@@ -181,7 +187,8 @@ static void counts(const struct bench *b, enum op op, size_t bytes, size_t *coun
 {
     size_t n = bytes / sizeof(float);
     *per_rank = n / (size_t)b->size;
-    int blocks = op == OP_ALLGATHER || op == OP_REDUCE_SCATTER || op == OP_ALLTOALL;
+    bool blocks = op == OP_ALLGATHER || op == OP_REDUCE_SCATTER || op == OP_ALLTOALL ||
+                 op == OP_GATHER || op == OP_SCATTER;
     *count = blocks ? *per_rank * (size_t)b->size : n;
 }
 
@@ -211,6 +218,14 @@ static int run_op(struct bench *b, enum op op, size_t count, size_t per_rank)
     case OP_ALLTOALL:
         return MPI_Alltoall(b->send, (int)per_rank, MPI_FLOAT, b->recv, (int)per_rank, MPI_FLOAT,
                             MPI_COMM_WORLD);
+    case OP_REDUCE:
+        return MPI_Reduce(b->send, b->recv, (int)count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+    case OP_GATHER:
+        return MPI_Gather(b->send, (int)per_rank, MPI_FLOAT, b->recv, (int)per_rank, MPI_FLOAT, 0,
+                          MPI_COMM_WORLD);
+    case OP_SCATTER:
+        return MPI_Scatter(b->send, (int)per_rank, MPI_FLOAT, b->recv, (int)per_rank, MPI_FLOAT, 0,
+                           MPI_COMM_WORLD);
     case OP_BARRIER:
         return MPI_Barrier(MPI_COMM_WORLD);
     default:
@@ -222,20 +237,23 @@ static int run_op(struct bench *b, enum op op, size_t count, size_t per_rank)
 static long count_wrong(const struct bench *b, enum op op, size_t count, size_t per_rank)
 {
     float ranks_sum = (float)(b->size * (b->size + 1) / 2);
-    size_t n = op == OP_REDUCE_SCATTER ? per_rank : count;
+    size_t n = op == OP_REDUCE_SCATTER || op == OP_SCATTER ? per_rank : count;
     long wrong = 0;
-    if ((op == OP_BROADCAST && b->rank == 0) || op == OP_BARRIER)
+    bool root_only = op == OP_REDUCE || op == OP_GATHER; /* the others have no output */
+    if ((op == OP_BROADCAST && b->rank == 0) || op == OP_BARRIER || (root_only && b->rank != 0))
         return 0;
     for (size_t i = 0; i < n; i++) {
         float want;
-        if (op == OP_ALLREDUCE)
+        if (op == OP_ALLREDUCE || op == OP_REDUCE)
             want = ranks_sum * pattern(0, i);
-        else if (op == OP_ALLGATHER)
+        else if (op == OP_ALLGATHER || op == OP_GATHER)
             want = pattern((int)(i / per_rank), i % per_rank);
         else if (op == OP_REDUCE_SCATTER)
             want = ranks_sum * pattern(0, (size_t)b->rank * per_rank + i);
         else if (op == OP_ALLTOALL) /* block i / per_rank came from that rank */
             want = pattern((int)(i / per_rank), (size_t)b->rank * per_rank + i % per_rank);
+        else if (op == OP_SCATTER)
+            want = pattern(0, (size_t)b->rank * per_rank + i);
         else
             want = pattern(0, i);
         wrong += b->recv[i] != want;
@@ -265,11 +283,21 @@ static double max_over_ranks(double v)
     return max;
 }
 
+static bool reduces(enum op op)
+{
+    return op == OP_ALLREDUCE || op == OP_REDUCE_SCATTER || op == OP_REDUCE;
+}
+
+static bool rooted(enum op op)
+{
+    return op == OP_BROADCAST || op == OP_REDUCE || op == OP_GATHER || op == OP_SCATTER;
+}
+
 static double bus_factor(enum op op, int n)
 {
     if (op == OP_ALLREDUCE)
         return 2.0 * (n - 1) / n;
-    return op == OP_BROADCAST ? 1.0 : (double)(n - 1) / n;
+    return op == OP_BROADCAST || op == OP_REDUCE ? 1.0 : (double)(n - 1) / n;
 }
 
 /* One size of one collective: check, warm up, time, report. */
@@ -305,8 +333,8 @@ static int perf_size(struct bench *b, enum op op, size_t req_bytes)
                 "\"dtype\": \"float\", \"redop\": \"%s\", \"root\": %d, \"algo\": \"default\", "
                 "\"inplace\": false, \"time_us\": %.3f, \"algbw_gbps\": %.6f, "
                 "\"busbw_gbps\": %.6f, \"wrong\": %ld}",
-                op_names[op], b->size, bytes, count, op == OP_BROADCAST ? "none" : "sum",
-                op == OP_BROADCAST ? 0 : -1, us, algbw, busbw, wrong_all);
+                op_names[op], b->size, bytes, count, reduces(op) ? "sum" : "none",
+                rooted(op) ? 0 : -1, us, algbw, busbw, wrong_all);
     return rc;
 }
 

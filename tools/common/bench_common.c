@@ -43,6 +43,10 @@ static const struct {
                      .reduces = true, .rooted = true, .inplace = true},
     [COLL_ALLTOALL] = {.name = "alltoall", .algo_env = "TIDE_ALGO_ALLTOALL", .bus = BUS_RING,
                        .per_rank = true},
+    [COLL_GATHER] = {.name = "gather", .algo_env = "TIDE_ALGO_GATHER", .bus = BUS_RING,
+                     .per_rank = true, .rooted = true},
+    [COLL_SCATTER] = {.name = "scatter", .algo_env = "TIDE_ALGO_SCATTER", .bus = BUS_RING,
+                      .per_rank = true, .rooted = true},
     [COLL_BARRIER] = {.name = "barrier", .bus = BUS_NONE},
 };
 
@@ -76,7 +80,7 @@ double bench_busbw_factor(enum bench_coll coll, int n)
 
 static const char shared_help[] =
     "  --op NAME            allreduce, allgather, reduce_scatter, broadcast, reduce,\n"
-    "                       alltoall, barrier (default allreduce)\n"
+    "                       alltoall, gather, scatter, barrier (default allreduce)\n"
     "  -b, --minbytes SIZE  smallest size, suffixes K M G (default 8)\n"
     "  -e, --maxbytes SIZE  largest size (default 64M)\n"
     "  -f, --stepfactor F   multiply the size by F each step (default 2)\n"
@@ -86,7 +90,7 @@ static const char shared_help[] =
     "  -d, --datatype T     int8 uint8 int32 uint32 int64 uint64 half bfloat16\n"
     "                       float double (default float)\n"
     "  -o, --redop OP       sum prod min max avg (default sum)\n"
-    "  -r, --root R         root of broadcast and reduce (default 0)\n"
+    "  -r, --root R         root of broadcast, reduce, gather, scatter (default 0)\n"
     "  -a, --algo NAME      force an algorithm (sets TIDE_ALGO_<OP>; names in\n"
     "                       docs/algorithms.md)\n"
     "  --json FILE          also write the results as a JSON array (rank 0)\n"
@@ -384,6 +388,10 @@ int bench_post(struct bench *b, const struct bench_shape *s, bool inplace, tide_
         return tide_ireduce(w, in, b->recv, s->count, o->dtype, o->redop, o->root, req);
     case COLL_ALLTOALL:
         return tide_ialltoall(w, b->send, b->recv, s->count, o->dtype, req);
+    case COLL_GATHER:
+        return tide_igather(w, b->send, b->recv, s->count, o->dtype, o->root, req);
+    case COLL_SCATTER:
+        return tide_iscatter(w, b->send, b->recv, s->count, o->dtype, o->root, req);
     default:
         return tide_ibarrier(w, req);
     }
@@ -407,6 +415,10 @@ int bench_call(struct bench *b, const struct bench_shape *s, bool inplace)
         return tide_reduce(w, in, b->recv, s->count, o->dtype, o->redop, o->root);
     case COLL_ALLTOALL:
         return tide_alltoall(w, b->send, b->recv, s->count, o->dtype);
+    case COLL_GATHER:
+        return tide_gather(w, b->send, b->recv, s->count, o->dtype, o->root);
+    case COLL_SCATTER:
+        return tide_scatter(w, b->send, b->recv, s->count, o->dtype, o->root);
     default:
         return tide_barrier(w);
     }

@@ -20,6 +20,8 @@ enum bench_coll {
     COLL_BROADCAST,
     COLL_REDUCE,
     COLL_ALLTOALL,
+    COLL_GATHER,
+    COLL_SCATTER,
     COLL_BARRIER,
     COLL_COUNT
 };

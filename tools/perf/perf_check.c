@@ -8,7 +8,8 @@
  *   prod           2 where (rank + i) % 4 == 0, else 1: powers of two;
  *   avg            a base plus +s/-s on pairs of ranks, so the sum is
  *                  n * base and the mean is exact, even truncated;
- *   alltoall       (5*from + 3*to + j) % 7.
+ *   alltoall       (5*from + 3*to + j) % 7 (scatter: from the root);
+ *   gather         the all-gather's blocks.
  * Integer results wrap as tide's do (two's complement), so overflow at
  * large n is still compared exactly.  Outputs are poisoned with 0xff
  * bytes (NaN in the float types) before the call.
@@ -194,6 +195,14 @@ void perf_check_fill(struct bench *b, const struct bench_shape *s, bool inplace)
         for (size_t i = 0; i < n * c; i++)
             store(o->dtype, b->send, i, alltoall_value(b->rank, (int)(i / c), i % c));
         break;
+    case COLL_GATHER: /* rank r's block is the r-th of an all-gather's */
+        for (size_t j = 0; j < c; j++)
+            store(o->dtype, b->send, j, plain(b->rank, b->size, r * c + j));
+        break;
+    case COLL_SCATTER: /* block q of the root's input goes to rank q */
+        for (size_t i = 0; b->rank == o->root && i < n * c; i++)
+            store(o->dtype, b->send, i, alltoall_value(o->root, (int)(i / c), i % c));
+        break;
     default:
         break;
     }
@@ -231,6 +240,14 @@ long perf_check_count(const struct bench *b, const struct bench_shape *s)
     case COLL_ALLTOALL:
         for (size_t i = 0; i < n * c; i++)
             bad += wrong(b, i, alltoall_value((int)(i / c), b->rank, i % c));
+        break;
+    case COLL_GATHER: /* the root's output is an all-gather's; others have none */
+        for (size_t i = 0; b->rank == o->root && i < n * c; i++)
+            bad += wrong(b, i, plain((int)(i / c), b->size, i));
+        break;
+    case COLL_SCATTER:
+        for (size_t j = 0; j < c; j++)
+            bad += wrong(b, j, alltoall_value(o->root, b->rank, j));
         break;
     default:
         break;
