@@ -107,8 +107,8 @@ const struct tide__algo tide__algo_board_allreduce = {"board", sizeof(struct tid
 const struct tide__algo tide__algo_board_rsag_allreduce = {
     "board_rsag", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &two_phase_algo};
 
-static const struct tide__board_algo reduce_algo = {whole, own, tide__board_reads_to_root, NULL,
-                                                     reduce_at_root, NULL};
+static const struct tide__board_algo reduce_algo = {
+    whole, own, tide__board_reads_to_root, NULL, reduce_at_root, NULL};
 
 const struct tide__algo tide__algo_board_reduce = {"board", sizeof(struct tide__board_op),
                                                    &tide__board_vtbl, NULL, NULL, &reduce_algo};

@@ -26,8 +26,8 @@ static bool copy_out(struct tide__board_op *op)
     return true;
 }
 
-static const struct tide__board_algo hooks = {root_data, NULL, tide__board_reads_from_root, NULL, copy_out,
-                                              NULL};
+static const struct tide__board_algo hooks = {
+    root_data, NULL, tide__board_reads_from_root, NULL, copy_out, NULL};
 
 const struct tide__algo tide__algo_board_bcast = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};

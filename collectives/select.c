@@ -228,13 +228,6 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
  * boards against 4.5-5.1 by messages, the reverse of the figures above
  * from another 2-core machine: left to messages until the 16-core host
  * says.) */
-static const struct tide__algo *on_board_rooted(uint8_t kind)
-{
-    if (kind == TIDE_KIND_REDUCE)
-        return &tide__algo_board_reduce;
-    return kind == TIDE_KIND_GATHER ? &tide__algo_board_gather : &tide__algo_board_scatter;
-}
-
 static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
     int n = comm->size;
@@ -264,8 +257,6 @@ static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, si
          * took 0.52, 1.21 and 8.34 on 2 ranks. */
         return &tide__algo_board_alltoall;
     case TIDE_KIND_REDUCE:
-    case TIDE_KIND_GATHER:
-    case TIDE_KIND_SCATTER:
         /* One publication and one read against a tree's messages.  2
          * ranks (2026-11-28, us, board against binomial): reduce 8 B
          * 0.41 against 1.15, 4 KiB 0.86 against 1.53, 64 KiB 7.8
@@ -278,8 +269,12 @@ static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, si
          * 11.6 against 1.75): a tree's leaves send and go on, where the
          * board's gate holds every rank to its peers' last collective.
          * So on 2 ranks only, until a many-core host measures 8 and 16
-         * (tools/device_compare.sh). */
-        return n == 2 ? on_board_rooted(kind) : NULL;
+         * (tools/device_compare.sh); gather and scatter alike. */
+        return n == 2 ? &tide__algo_board_reduce : NULL;
+    case TIDE_KIND_GATHER:
+        return n == 2 ? &tide__algo_board_gather : NULL;
+    case TIDE_KIND_SCATTER:
+        return n == 2 ? &tide__algo_board_scatter : NULL;
     case TIDE_KIND_BARRIER:
         /* A flag and n - 1 loads against log2 n rounds of frames: 2
          * ranks 0.44-0.50 us against 1.39-1.62, 4 sharing the 2 cores

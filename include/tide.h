@@ -615,7 +615,9 @@ TIDE_API int tide_broadcast(tide_comm *comm, void *buf, size_t count, tide_dtype
 
 /* Like allreduce, but only root's recvbuf receives the result (recvbuf
  * may be NULL elsewhere).  TIDE_IN_PLACE at root: the input is recvbuf.
- * Algorithm: "binomial". */
+ * Algorithms: "binomial", "board" (ranks of one host, up to 64 KiB: each
+ * publishes its input in shared memory, the root reduces them all and
+ * the others return at once; the default on 2 such ranks). */
 TIDE_API int tide_ireduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                           tide_dtype dtype, tide_op op, int root, tide_req **req);
 TIDE_API int tide_reduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -664,14 +666,18 @@ TIDE_API int tide_reduce_scatterv(tide_comm *comm, const void *sendbuf, void *re
                                   const size_t *counts, tide_dtype dtype, tide_op op);
 
 /* Rank r's sendcount elements land at root's recvbuf + r*sendcount
- * (recvbuf is read only at root).  Algorithm: "binomial". */
+ * (recvbuf is read only at root).  Algorithms: "binomial", "board"
+ * (ranks of one host, blocks of up to 64 KiB: the root copies every
+ * rank's out of shared memory; the default on 2 such ranks). */
 TIDE_API int tide_igather(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
                           tide_dtype dtype, int root, tide_req **req);
 TIDE_API int tide_gather(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
                          tide_dtype dtype, int root);
 
 /* Root's sendbuf + r*recvcount lands in rank r's recvbuf (sendbuf is
- * read only at root).  Algorithm: "binomial". */
+ * read only at root).  Algorithms: "binomial", "board" (ranks of one
+ * host, a sendbuf of up to 64 KiB: each rank copies its block out of the
+ * root's in shared memory; the default on 2 such ranks). */
 TIDE_API int tide_iscatter(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,
                            tide_dtype dtype, int root, tide_req **req);
 TIDE_API int tide_scatter(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t recvcount,

@@ -19,7 +19,8 @@
 #   (c) tide-perf over shared memory (TIDE_TRANSPORT=shm) against
 #       mpi-coll-bench on vader (MB), allreduce, allgather, reduce_scatter,
 #       broadcast, 8 B to 32 KiB by factors of 8 and 256 KiB to 16 MiB by
-#       4, 2, 8 and 16 ranks (the small band at 8 and 16 also with
+#       4 (and EXTRA_OPS, alltoall, reduce, gather and scatter, 8 B to
+#       32 KiB only), 2, 8 and 16 ranks (the small band at 8 and 16 also with
 #       TIDE_BOARDS=0, and at every size with TIDE_BOARD_DIRECT=0: blocking
 #       calls through a request), both bound: tide-run's default, and mpirun
 #       --map-by slot:PE=2 --bind-to core with two cores a rank (what
@@ -95,6 +96,9 @@ else
   fsdp_args=()
 fi
 all_ops=allreduce,allgather,reduce_scatter,broadcast
+# Measured in the small band only (the boards' range): whether boards
+# should take them from 3 ranks on (select.c keeps them to 2 ranks).
+extra_ops=${EXTRA_OPS-alltoall,reduce,gather,scatter}
 
 raw=$OUT/raw
 logs=$OUT/log
@@ -273,13 +277,24 @@ if wanted c; then
         step "$name" 90 mrun -np "$n" "${ompi_bind[@]}" "$MB" --tool ompi-sm --op "$all_ops" \
           "${sweep[@]}" --json "$raw/$name.json"
       done
+      [[ -n $extra_ops ]] || continue
+      read -r b e f iters warm <<<"${perf_bands[0]}"
+      sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
+      for op in ${extra_ops//,/ }; do
+        name=perf-tide-$op-n$n-$b-$e-r$round
+        TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" "${sweep[@]}" \
+          -c 1 --json "$raw/$name.json"
+      done
+      name=perf-ompi-extra-n$n-$b-$e-r$round
+      step "$name" 90 mrun -np "$n" "${ompi_bind[@]}" "$MB" --tool ompi-sm --op "$extra_ops" \
+        "${sweep[@]}" --json "$raw/$name.json"
     done
     # The small band again without boards (TIDE_BOARDS=0), where they run:
     # what they bring at 8 and 16 ranks; and with boards but without the
     # direct path of blocking calls (TIDE_BOARD_DIRECT=0): what it brings.
     read -r b e f iters warm <<<"${perf_bands[0]}"
     for n in "${perf_ranks[@]}"; do
-      for op in ${all_ops//,/ }; do
+      for op in ${all_ops//,/ } ${extra_ops//,/ }; do
         name=nodirect-tide-$op-n$n-$b-$e-r$round
         TIDE_BOARD_DIRECT=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf \
           --op "$op" -b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm" -c 1 --json "$raw/$name.json"
@@ -515,7 +530,8 @@ for path in glob.glob(os.path.join(out, "raw", "perf-*.json")) + \
         if key not in into or r["time_us"] < into[key]["time_us"]:
             into[key] = r  # each point's best round
 body = []
-ops = ("allreduce", "allgather", "reduce_scatter", "broadcast")
+ops = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "reduce", "gather",
+       "scatter")
 for key in sorted(set(tide) | set(ompi),
                   key=lambda k: (ops.index(k[0]) if k[0] in ops else 9,) + k[1:]):
     t, o = tide.get(key), ompi.get(key)
