@@ -77,28 +77,32 @@ static bool is_pow2(int n)
     return (n & (n - 1)) == 0;
 }
 
-/* The forced name, or one of the collective's names when there is no
- * override (or recursive doubling of an all-gather over a group that is
- * not a power of two gave way).  A group of one is exempt: it runs no
- * algorithm at all, and tide_req_algorithm names the one used. */
-/* Whether k fits a board (engine/board.h: 64 KiB slots; an
- * all-gather's slot holds one block) among ranks that share memory (the
- * tests' default transport, unless ranks are spread over test hosts).
- * A forced board that does not fit gives way. */
-static bool board_fits(const struct ccase *k, int n)
+bool coll_boards_run(int n)
 {
-    size_t use = k->count * tide_dtype_size(k->dtype);
-    if (k->coll == C_REDUCE_SCATTER || k->coll == C_ALLTOALL || k->coll == C_SCATTER)
-        use *= (size_t)n; /* count is a block's, and the slot holds them all */
     /* Test hosts of k ranks (harness.c): the world shares memory only
      * while it fits on the first. */
     const char *hosts = getenv("TIDE_TEST_HOST_SIZE");
     const char *tp = getenv("TIDE_TRANSPORT");
     int per_host = hosts ? atoi(hosts) : 0;
     bool shared = (per_host <= 0 || n <= per_host) && !(tp && !strcmp(tp, "tcp"));
-    return shared && n >= 2 && use <= (64u << 10);
+    return shared && n >= 2;
 }
 
+/* Whether k fits a board (engine/board.h: 64 KiB slots; an
+ * all-gather's slot holds one block) among ranks that share memory.  A
+ * forced board that does not fit gives way. */
+static bool board_fits(const struct ccase *k, int n)
+{
+    size_t use = k->count * tide_dtype_size(k->dtype);
+    if (k->coll == C_REDUCE_SCATTER || k->coll == C_ALLTOALL || k->coll == C_SCATTER)
+        use *= (size_t)n; /* count is a block's, and the slot holds them all */
+    return coll_boards_run(n) && use <= (64u << 10);
+}
+
+/* The forced name, or one of the collective's names when there is no
+ * override (or recursive doubling of an all-gather over a group that is
+ * not a power of two gave way).  A group of one is exempt: it runs no
+ * algorithm at all, and tide_req_algorithm names the one used. */
 static void check_algorithm(const struct ccase *k, int n)
 {
     const struct family *f = &coll_families[k->coll];

@@ -83,6 +83,11 @@ void coll_end_of_body(void);
 /* The case in words, with the forced and the run algorithm; a static buffer. */
 const char *coll_describe(const struct ccase *k, int n);
 
+/* Whether n ranks of this run share memory, so that board collectives
+ * run among them: the tests' default transport, unless TIDE_TRANSPORT=tcp
+ * or the ranks are spread over test hosts (TIDE_TEST_HOST_SIZE). */
+bool coll_boards_run(int n);
+
 /* EXPECT the post returned 0, and forget the last request's algorithm. */
 void coll_posted(const struct ccase *k, int n, int rc);
 

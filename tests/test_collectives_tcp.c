@@ -403,11 +403,18 @@ static int run_matrix(int n, tide_progress_mode mode, int set)
     return coll_run("the matrix", n, mode, set, matrix_body, &pl);
 }
 
-/* Every set, and the boards' (4, 5) where they are exercised most:
- * 2 ranks, a group they divide unevenly, 4 and 8. */
+/* The sets to run: the first four, and the boards' (4, 5) where they
+ * are exercised most (2 ranks, a group they divide unevenly, 4 and 8)
+ * and run at all: where the ranks share no memory, every forced board
+ * gives way to the default, and set 3 ran that already. */
+static int sets_on(int n, bool boards_here)
+{
+    return boards_here && coll_boards_run(n) ? 6 : 4;
+}
+
 static void matrix_on(int n)
 {
-    int failed = 0, sets = n == 2 || n == 3 || n == 4 || n == 8 ? 6 : 4;
+    int failed = 0, sets = sets_on(n, n == 2 || n == 3 || n == 4 || n == 8);
     for (int set = 0; set < sets; set++)
         failed += run_matrix(n, TIDE_PROGRESS_THREAD, set);
     if (failed)
@@ -425,7 +432,7 @@ static void matrix_8_ranks(void **state) { matrix_on(8); }
 static void matrix_inline(void **state)
 {
     int failed = run_matrix(2, TIDE_PROGRESS_INLINE, 3) + run_matrix(4, TIDE_PROGRESS_INLINE, 0);
-    for (int set = 0; set < 6; set++)
+    for (int set = 0; set < sets_on(3, true); set++)
         failed += run_matrix(3, TIDE_PROGRESS_INLINE, set);
     if (failed)
         fail_msg("%d inline runs failed", failed);
