@@ -259,6 +259,22 @@ fi
 
 # ------------------------------------- (c) tide-perf against Open MPI's vader
 if wanted c; then
+  # versus N BAND OPS TAG: tide-perf for each of OPS over BAND ("b e f
+  # iters warm") at N ranks, then mpi-coll-bench for them all (its record
+  # named perf-ompiTAG-...), in round $round.
+  versus() {
+    local n=$1 ops=$3 tag=$4 b e f iters warm op name
+    read -r b e f iters warm <<<"$2"
+    local sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
+    for op in ${ops//,/ }; do
+      name=perf-tide-$op-n$n-$b-$e-r$round
+      TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" "${sweep[@]}" \
+        -c 1 --json "$raw/$name.json"
+    done
+    name=perf-ompi$tag-n$n-$b-$e-r$round
+    step "$name" 90 mrun -np "$n" "${ompi_bind[@]}" "$MB" --tool ompi-sm --op "$ops" \
+      "${sweep[@]}" --json "$raw/$name.json"
+  }
   # Band by band the two take turns, so a noisy moment hurts both alike,
   # ROUNDS times (default 2); the summary keeps each point's best round.
   rounds=${ROUNDS:-2}
@@ -266,28 +282,9 @@ if wanted c; then
     for n in "${perf_ranks[@]}"; do
       ompi_binding "$n" "$cores"
       for band in "${perf_bands[@]}"; do
-        read -r b e f iters warm <<<"$band"
-        sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
-        for op in ${all_ops//,/ }; do
-          name=perf-tide-$op-n$n-$b-$e-r$round
-          TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" "${sweep[@]}" \
-            -c 1 --json "$raw/$name.json"
-        done
-        name=perf-ompi-n$n-$b-$e-r$round
-        step "$name" 90 mrun -np "$n" "${ompi_bind[@]}" "$MB" --tool ompi-sm --op "$all_ops" \
-          "${sweep[@]}" --json "$raw/$name.json"
+        versus "$n" "$band" "$all_ops" ""
       done
-      [[ -n $extra_ops ]] || continue
-      read -r b e f iters warm <<<"${perf_bands[0]}"
-      sweep=(-b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm")
-      for op in ${extra_ops//,/ }; do
-        name=perf-tide-$op-n$n-$b-$e-r$round
-        TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" "${sweep[@]}" \
-          -c 1 --json "$raw/$name.json"
-      done
-      name=perf-ompi-extra-n$n-$b-$e-r$round
-      step "$name" 90 mrun -np "$n" "${ompi_bind[@]}" "$MB" --tool ompi-sm --op "$extra_ops" \
-        "${sweep[@]}" --json "$raw/$name.json"
+      [[ -z $extra_ops ]] || versus "$n" "${perf_bands[0]}" "$extra_ops" -extra
     done
     # The small band again without boards (TIDE_BOARDS=0), where they run:
     # what they bring at 8 and 16 ranks; and with boards but without the
