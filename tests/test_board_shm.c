@@ -487,13 +487,6 @@ static void mismatch_tiny_part_against_slot(void **state)
 
 enum { KINDS = 8 }; /* of collective in one_blocking */
 
-/* One blocking board collective of each kind in turn, checked: allreduce
- * of 1-20 ints, allgather, reduce_scatter, alltoall, then broadcast,
- * reduce, gather and scatter to or from a moving root (forced onto
- * boards, which 4 ranks leave to trees by default but for broadcast).
- * Each kind meets every count, so parts of 8 bytes and fewer (the
- * header's first line), up to 72 (its second) and above (the slot's
- * data) all come by, on either side of each edge. */
 /* Reduce, gather or scatter to or from root, on boards (one_blocking's
  * last three kinds). */
 static void one_rooted(tide_comm *world, int k, int32_t *in, int32_t *out, int count, int root)
@@ -524,6 +517,13 @@ static void one_rooted(tide_comm *world, int k, int32_t *in, int32_t *out, int c
     }
 }
 
+/* One blocking board collective of each kind in turn, checked: allreduce
+ * of 1-20 ints, allgather, reduce_scatter, alltoall, then broadcast,
+ * reduce, gather and scatter to or from a moving root (forced onto
+ * boards, which 4 ranks leave to trees by default but for broadcast).
+ * Each kind meets every count, so parts of 8 bytes and fewer (the
+ * header's first line), up to 72 (its second) and above (the slot's
+ * data) all come by, on either side of each edge. */
 static void one_blocking(tide_comm *world, int k)
 {
     int r = tide_comm_rank(world), n = tide_comm_size(world);
@@ -938,10 +938,6 @@ static void two_rank_root_runs_ahead(void **state)
     assert_int_equal(run_on_shm_with(2, 10, TIDE_PROGRESS_INLINE, ahead_mismatch_body, NULL), 0);
 }
 
-/* Every rank broadcasts from itself, so none reads: each root checks
- * the others' headers at its next board collective, whose call (or
- * the one after, if a request ran that gate) reports the mismatch as
- * a late error; the calls stay paired and right. */
 /* A rooted collective on boards that no rank reads, every rank taking
  * itself (broadcast, scatter) or the next rank (reduce, gather) for the
  * root: each call succeeds, and one of the next two reports it. */
@@ -960,6 +956,10 @@ static int rooted_nobody_reads(tide_comm *world, int how)
     return rc;
 }
 
+/* No rank reads (arg: rooted_nobody_reads's `how`, NULL for broadcast):
+ * each checks the others' headers at its next board collective, whose
+ * call (or the one after, if a request ran that gate) reports the
+ * mismatch as a late error; the calls stay paired and right. */
 static void roots_next_call_body(tide_comm *world, void *arg)
 {
     int how = arg ? *(int *)arg : 0;
