@@ -7,15 +7,15 @@
  *                               [-t TESTS] -b 64K -e 16M -f 4 -n 20 -w 5 [--json FILE]
  *
  * Perf mode times float32 sum collectives out of place (allreduce,
- * allgather, reduce_scatter = MPI_Reduce_scatter_block, broadcast from
- * rank 0, alltoall) the way tide-perf does (tools/common/bench_common.c):
- * "bytes" is nccl-tests' size, the larger buffer rounded down to whole
- * per-rank blocks (a size with no whole element is skipped); time is the
- * mean per call of the slowest rank; algbw = bytes / time and busbw =
- * algbw times nccl-tests' factor (allreduce 2(n-1)/n, allgather,
- * reduce_scatter and alltoall (n-1)/n, broadcast 1).  The first warm-up
- * call's result is checked and the wrong elements counted.  A barrier (--op barrier) is timed once,
- * as a row of 0 bytes.
+ * allgather, reduce_scatter = MPI_Reduce_scatter_block, broadcast,
+ * alltoall, reduce, gather, scatter; roots are rank 0) the way tide-perf
+ * does (tools/common/bench_common.c): "bytes" is nccl-tests' size, the
+ * larger buffer rounded down to whole per-rank blocks (a size with no
+ * whole element is skipped); time is the mean per call of the slowest
+ * rank; algbw = bytes / time and busbw = algbw times nccl-tests' factor
+ * (allreduce 2(n-1)/n, broadcast and reduce 1, the others (n-1)/n).  The
+ * first warm-up call's result is checked and the wrong elements counted.
+ * A barrier (--op barrier) is timed once, as a row of 0 bytes.
  *
  * Overlap mode is the OSU micro-benchmarks' method for MPI_Iallreduce,
  * done as tools/perf/overlap.c does it so the figures compare: t_pure
@@ -35,9 +35,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdbool.h>
 #include <string.h>
 #include <time.h>
 
@@ -90,8 +90,7 @@ static const char help_text[] =
     "  --tool NAME        the records' \"tool\" field (ompi-tcp, ompi-sm, ...)\n"
     "  --op LIST          comma-separated: allreduce,allgather,reduce_scatter,broadcast,\n"
     "                     alltoall, reduce, gather, scatter, barrier (default the first\n"
-    "                     four; roots are rank 0; a barrier is timed\n"
-    "                     once, as 0 bytes)\n"
+    "                     four; roots are rank 0; a barrier is timed once, as 0 bytes)\n"
     "  -b, -e SIZE        smallest and largest size in bytes (K, M, G suffixes)\n"
     "  -f FACTOR          size multiplier (default 2)\n"
     "  -n ITERS, -w WARM  timed and warm-up calls per size (default 20, 5)\n"
