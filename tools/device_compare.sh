@@ -20,7 +20,8 @@
 #       mpi-coll-bench on vader (MB), allreduce, allgather, reduce_scatter,
 #       broadcast, 8 B to 32 KiB by factors of 8 and 256 KiB to 16 MiB by
 #       4 (and EXTRA_OPS, alltoall, reduce, gather and scatter, 8 B to
-#       32 KiB only), 2, 8 and 16 ranks (the small band at 8 and 16 also with
+#       32 KiB only, forced onto boards; TIDE_BOARDS=0 gives their message
+#       algorithms), 2, 8 and 16 ranks (the small band at 8 and 16 also with
 #       TIDE_BOARDS=0, and at every size with TIDE_BOARD_DIRECT=0: blocking
 #       calls through a request), both bound: tide-run's default, and mpirun
 #       --map-by slot:PE=2 --bind-to core with two cores a rank (what
@@ -259,9 +260,9 @@ fi
 
 # ------------------------------------- (c) tide-perf against Open MPI's vader
 if wanted c; then
-  # versus N BAND OPS TAG: tide-perf for each of OPS over BAND ("b e f
-  # iters warm") at N ranks, then mpi-coll-bench for them all (its record
-  # named perf-ompiTAG-...), in round $round.
+  # versus N BAND OPS TAG [TIDE-PERF ARGS]: tide-perf for each of OPS over
+  # BAND ("b e f iters warm") at N ranks, then mpi-coll-bench for them all
+  # (its record named perf-ompiTAG-...), in round $round.
   versus() {
     local n=$1 ops=$3 tag=$4 b e f iters warm op name
     read -r b e f iters warm <<<"$2"
@@ -269,7 +270,7 @@ if wanted c; then
     for op in ${ops//,/ }; do
       name=perf-tide-$op-n$n-$b-$e-r$round
       TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" "${sweep[@]}" \
-        -c 1 --json "$raw/$name.json"
+        "${@:5}" -c 1 --json "$raw/$name.json"
     done
     name=perf-ompi$tag-n$n-$b-$e-r$round
     step "$name" 90 mrun -np "$n" "${ompi_bind[@]}" "$MB" --tool ompi-sm --op "$ops" \
@@ -284,7 +285,9 @@ if wanted c; then
       for band in "${perf_bands[@]}"; do
         versus "$n" "$band" "$all_ops" ""
       done
-      [[ -z $extra_ops ]] || versus "$n" "${perf_bands[0]}" "$extra_ops" -extra
+      # Forced onto boards, which select.c gives the rooted ones on 2
+      # ranks only; TIDE_BOARDS=0 below runs their message algorithms.
+      [[ -z $extra_ops ]] || versus "$n" "${perf_bands[0]}" "$extra_ops" -extra -a board
     done
     # The small band again without boards (TIDE_BOARDS=0), where they run:
     # what they bring at 8 and 16 ranks; and with boards but without the
@@ -293,8 +296,9 @@ if wanted c; then
     for n in "${perf_ranks[@]}"; do
       for op in ${all_ops//,/ } ${extra_ops//,/ }; do
         name=nodirect-tide-$op-n$n-$b-$e-r$round
-        TIDE_BOARD_DIRECT=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf \
-          --op "$op" -b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm" -c 1 --json "$raw/$name.json"
+        [[ ,$extra_ops, == *,$op,* ]] ||
+          TIDE_BOARD_DIRECT=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf \
+            --op "$op" -b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm" -c 1 --json "$raw/$name.json"
         ((n > 2)) || continue
         name=noboard-tide-$op-n$n-$b-$e-r$round
         TIDE_BOARDS=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" \
