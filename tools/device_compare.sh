@@ -294,12 +294,13 @@ if wanted c; then
     # direct path of blocking calls (TIDE_BOARD_DIRECT=0): what it brings.
     read -r b e f iters warm <<<"${perf_bands[0]}"
     for n in "${perf_ranks[@]}"; do
-      for op in ${all_ops//,/ } ${extra_ops//,/ }; do
+      for op in ${all_ops//,/ }; do
         name=nodirect-tide-$op-n$n-$b-$e-r$round
-        [[ ,$extra_ops, == *,$op,* ]] ||
-          TIDE_BOARD_DIRECT=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf \
-            --op "$op" -b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm" -c 1 --json "$raw/$name.json"
-        ((n > 2)) || continue
+        TIDE_BOARD_DIRECT=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf \
+          --op "$op" -b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm" -c 1 --json "$raw/$name.json"
+      done
+      ((n > 2)) || continue
+      for op in ${all_ops//,/ } ${extra_ops//,/ }; do
         name=noboard-tide-$op-n$n-$b-$e-r$round
         TIDE_BOARDS=0 TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf --op "$op" \
           -b "$b" -e "$e" -f "$f" -n "$iters" -w "$warm" -c 1 --json "$raw/$name.json"

@@ -180,6 +180,7 @@ void perf_check_fill(struct bench *b, const struct bench_shape *s, bool inplace)
             store(o->dtype, in, i, pattern(o->redop, b->rank, b->size, i));
         break;
     case COLL_ALLGATHER: /* in place, the input sits at its block of recv */
+    case COLL_GATHER:    /* (no in-place form) */
         for (size_t j = 0; j < c; j++)
             store(o->dtype, in, inplace ? r * c + j : j, plain(b->rank, b->size, r * c + j));
         break;
@@ -194,10 +195,6 @@ void perf_check_fill(struct bench *b, const struct bench_shape *s, bool inplace)
     case COLL_ALLTOALL:
         for (size_t i = 0; i < n * c; i++)
             store(o->dtype, b->send, i, alltoall_value(b->rank, (int)(i / c), i % c));
-        break;
-    case COLL_GATHER: /* rank r's block is the r-th of an all-gather's */
-        for (size_t j = 0; j < c; j++)
-            store(o->dtype, b->send, j, plain(b->rank, b->size, r * c + j));
         break;
     case COLL_SCATTER: /* block q of the root's input goes to rank q */
         for (size_t i = 0; b->rank == o->root && i < n * c; i++)
@@ -225,8 +222,9 @@ long perf_check_count(const struct bench *b, const struct bench_shape *s)
         for (size_t i = 0; i < c && (o->coll != COLL_REDUCE || b->rank == o->root); i++)
             bad += wrong(b, i, reduced(o->redop, b->size, i));
         break;
+    case COLL_GATHER: /* the root's output is an all-gather's; others have none */
     case COLL_ALLGATHER:
-        for (size_t i = 0; i < n * c; i++)
+        for (size_t i = 0; i < n * c && (o->coll != COLL_GATHER || b->rank == o->root); i++)
             bad += wrong(b, i, plain((int)(i / c), b->size, i));
         break;
     case COLL_REDUCE_SCATTER:
@@ -240,10 +238,6 @@ long perf_check_count(const struct bench *b, const struct bench_shape *s)
     case COLL_ALLTOALL:
         for (size_t i = 0; i < n * c; i++)
             bad += wrong(b, i, alltoall_value((int)(i / c), b->rank, i % c));
-        break;
-    case COLL_GATHER: /* the root's output is an all-gather's; others have none */
-        for (size_t i = 0; b->rank == o->root && i < n * c; i++)
-            bad += wrong(b, i, plain((int)(i / c), b->size, i));
         break;
     case COLL_SCATTER:
         for (size_t j = 0; j < c; j++)
