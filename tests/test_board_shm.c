@@ -487,14 +487,18 @@ static void mismatch_tiny_part_against_slot(void **state)
 
 enum { KINDS = 8 }; /* of collective in one_blocking */
 
+/* What forces each rooted collective's algorithm. */
+static const char *const rooted_env[] = {"TIDE_ALGO_BROADCAST", "TIDE_ALGO_REDUCE",
+                                         "TIDE_ALGO_GATHER", "TIDE_ALGO_SCATTER"};
+
 /* Reduce, gather or scatter to or from root, on boards (one_blocking's
  * last three kinds). */
 static void one_rooted(tide_comm *world, int k, int32_t *in, int32_t *out, int count, int root)
 {
     int r = tide_comm_rank(world), n = tide_comm_size(world);
-    static const char *const env[] = {"TIDE_ALGO_REDUCE", "TIDE_ALGO_GATHER", "TIDE_ALGO_SCATTER"};
     int kind = k % KINDS - 5;
-    setenv(env[kind], "board", 1);
+    const char *env = rooted_env[kind + 1];
+    setenv(env, "board", 1);
     for (int i = 0; i < count * n; i++)
         out[i] = -1;
     if (kind == 0)
@@ -503,7 +507,7 @@ static void one_rooted(tide_comm *world, int k, int32_t *in, int32_t *out, int c
         EXPECT_OK(tide_gather(world, in, out, (size_t)count, TIDE_INT32, root));
     else
         EXPECT_OK(tide_scatter(world, in, out, (size_t)count, TIDE_INT32, root));
-    unsetenv(env[kind]);
+    unsetenv(env);
     for (int i = 0; i < count * n; i++) {
         int32_t want = -1; /* nothing else written */
         if (kind == 0 && r == root && i < count)
@@ -512,7 +516,7 @@ static void one_rooted(tide_comm *world, int k, int32_t *in, int32_t *out, int c
             want = (i / count) * 1000 + i % count + k;
         else if (kind == 2 && i < count)
             want = root * 1000 + r * count + i + k;
-        EXPECT(out[i] == want, "op %d: %s to/from %d [%d] %d, wanted %d", k, env[kind] + 10,
+        EXPECT(out[i] == want, "op %d: %s to/from %d [%d] %d, wanted %d", k, env + 10,
                root, i, out[i], want);
     }
 }
@@ -945,14 +949,12 @@ static int rooted_nobody_reads(tide_comm *world, int how)
 {
     int r = tide_comm_rank(world), n = tide_comm_size(world), next = (r + 1) % n;
     static float v[16 * 4], w[16 * 4];
-    static const char *const env[] = {"TIDE_ALGO_BROADCAST", "TIDE_ALGO_REDUCE",
-                                      "TIDE_ALGO_GATHER", "TIDE_ALGO_SCATTER"};
-    setenv(env[how], "board", 1);
+    setenv(rooted_env[how], "board", 1);
     int rc = how == 0   ? tide_broadcast(world, v, 16, TIDE_FLOAT32, r)
              : how == 1 ? tide_reduce(world, v, w, 16, TIDE_FLOAT32, TIDE_SUM, next)
              : how == 2 ? tide_gather(world, v, w, 16, TIDE_FLOAT32, next)
                         : tide_scatter(world, v, w, 16, TIDE_FLOAT32, r);
-    unsetenv(env[how]);
+    unsetenv(rooted_env[how]);
     return rc;
 }
 
