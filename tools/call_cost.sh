@@ -28,7 +28,7 @@
 #
 # Needs valgrind (installed with apt-get when run as root) and, for the
 # vader rows, Open MPI (mpicc builds tools/mpi_coll_bench.c as
-# compare.sh does).  About a minute.
+# compare.sh does).  About 20 seconds on the 2-core VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
