@@ -561,12 +561,12 @@ static enum tide__board_reads reads_of(const struct tide__board_op *op)
 
 enum tide__board_reads tide__board_reads_to_root(const struct tide__board_op *op)
 {
-    return op->me == op->c.root ? TIDE__READS_ALL : TIDE__READS_NONE;
+    return tide__board_is_root(op) ? TIDE__READS_ALL : TIDE__READS_NONE;
 }
 
 enum tide__board_reads tide__board_reads_from_root(const struct tide__board_op *op)
 {
-    return op->me == op->c.root ? TIDE__READS_NONE : TIDE__READS_ROOT;
+    return tide__board_is_root(op) ? TIDE__READS_NONE : TIDE__READS_ROOT;
 }
 
 /* The first rank from q on whose part we read (reads: reads_of(op)), or

@@ -125,6 +125,13 @@ struct tide__board_op {
     uint8_t own_tiny[BOARD_TINY];  /* a tiny part of ours, to read (own_part) */
 };
 
+/* Whether this rank is the root of op's rooted collective: the test of
+ * every rooted board algorithm's hooks and of their `reads`. */
+static inline bool tide__board_is_root(const struct tide__board_op *op)
+{
+    return op->me == op->c.root;
+}
+
 /* The vtable of every board algorithm: it runs the hooks of the request's
  * algorithm (c.algo->board), as tide__coll_vtbl runs its rounds. */
 extern const struct tide__op_vtbl tide__board_vtbl;

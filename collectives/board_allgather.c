@@ -32,7 +32,7 @@ static bool copy_blocks(struct tide__board_op *op)
 
 static bool gather_at_root(struct tide__board_op *op)
 {
-    return op->me == op->c.root ? copy_blocks(op) : true;
+    return tide__board_is_root(op) ? copy_blocks(op) : true;
 }
 
 static const struct tide__board_algo hooks = {own_block, own, NULL, NULL, copy_blocks, NULL};

@@ -94,7 +94,7 @@ static void copy_shares(struct tide__board_op *op)
 
 static bool reduce_at_root(struct tide__board_op *op)
 {
-    return op->me == op->c.root ? one_shot(op) : true;
+    return tide__board_is_root(op) ? one_shot(op) : true;
 }
 
 static const struct tide__board_algo one_shot_algo = {whole, own, NULL, NULL, one_shot, NULL};

@@ -42,14 +42,9 @@ static bool copy_blocks(struct tide__board_op *op)
     return true;
 }
 
-static bool is_root(const struct tide__board_op *op)
-{
-    return op->me == op->c.root;
-}
-
 static size_t root_whole(struct tide__board_op *op, const void **src)
 {
-    return is_root(op) ? whole(op, src) : 0;
+    return tide__board_is_root(op) ? whole(op, src) : 0;
 }
 
 static bool copy_my_block(struct tide__board_op *op)
@@ -58,7 +53,8 @@ static bool copy_my_block(struct tide__board_op *op)
     size_t bb = c->count * c->esize, at = (size_t)op->me * bb;
     if (!bb)
         return true; /* the buffers may be NULL */
-    const uint8_t *from = is_root(op) ? (const uint8_t *)c->sendbuf : op->parts[c->root];
+    const uint8_t *from =
+        tide__board_is_root(op) ? (const uint8_t *)c->sendbuf : op->parts[c->root];
     tide__coll_copy(c, c->recvbuf, from + at, bb);
     return true;
 }

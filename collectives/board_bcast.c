@@ -7,21 +7,16 @@
  * each other - is checked after the fact (board.h, "unread"). */
 #include "collectives/board.h"
 
-static bool is_root(const struct tide__board_op *op)
-{
-    return op->me == op->c.root;
-}
-
 static size_t root_data(struct tide__board_op *op, const void **src)
 {
     *src = op->c.recvbuf;
-    return is_root(op) ? op->c.count * op->c.esize : 0;
+    return tide__board_is_root(op) ? op->c.count * op->c.esize : 0;
 }
 
 static bool copy_out(struct tide__board_op *op)
 {
     struct tide__coll *c = &op->c;
-    if (!is_root(op))
+    if (!tide__board_is_root(op))
         tide__coll_copy(c, c->recvbuf, op->parts[c->root], c->count * c->esize);
     return true;
 }
