@@ -6,7 +6,7 @@
  * is ours alone (a peer learns where our board is from the directory in
  * our area), and locked, since a communicator lets go of its board where
  * its last reference goes, on whichever thread that is. */
-#include "collectives/board.h"
+#include "collectives/board_comm.h"
 #include "engine/log.h"
 #include "engine/waiter.h"
 
@@ -28,50 +28,6 @@ struct claim {
 struct tide__board_table {
     pthread_mutex_t lock;
     struct claim e[BOARD_COUNT];
-};
-
-/* A communicator's board and what it knows of its peers'. */
-struct tide__board_comm {
-    struct tide__ctx *ctx;
-    uint64_t key;
-    int index;                   /* our board's entry */
-    struct board *mine;
-    int n, me;
-    int *world;                  /* [n] members' world ranks */
-    int *others;                 /* [n - 1] the peers' world ranks, for doorbells */
-    struct board **peer;         /* [n] each member's board; NULL until found */
-    _Atomic uint64_t **peer_key; /* [n] its directory entry, which must still say key */
-    int found;                   /* peers whose board we found */
-    bool saw_all;
-    uint64_t last_pub;           /* our last publication's sequence */
-    unsigned unread;             /* our last publications of which we read no
-                                    part and whose peers' headers are still
-                                    to be checked (check_unread): how many */
-    uint64_t pub_seq[BOARD_HEADS]; /* the sequence of our publication i, at
-                                    i % BOARD_HEADS (the header it went to) */
-    uint64_t all_posted;         /* every peer's `posted` was seen at least this */
-    unsigned pubs;               /* publications so far: the next goes to header
-                                    pubs % BOARD_HEADS, data slot pubs % 2 */
-    uint64_t last_started;       /* the last board collective started here */
-    uint64_t done;               /* what mine->done says */
-    struct started *first, *last; /* started here and not yet folded into done */
-    struct started *spare;       /* for the direct path's hand-over, which must not fail */
-};
-
-/* A board collective started here, kept until `done` passes it (not in
- * the request, which its caller may free once it ended). */
-struct started {
-    uint64_t seq;
-    bool ended;
-    struct started *later;
-};
-
-enum phase {
-    PH_GATE,    /* waiting for the gate (board.h) */
-    PH_POSTED,  /* published; waiting for the parts we read */
-    PH_REDUCED, /* two-phase: waiting for every reduced share */
-    PH_SKIPPED, /* a peer went past this collective without publishing:
-                   its poison frame, or the deadline, ends us */
 };
 
 static uint32_t fnv32(const int *v, int n)
@@ -160,6 +116,7 @@ static void own_entry(uint8_t *area, struct claim *e, int i, uint64_t key)
     atomic_store_explicit(&b->done, 0, memory_order_relaxed);
     for (int h = 0; h < BOARD_HEADS; h++)
         atomic_store_explicit(&b->head[h].seq, 0, memory_order_relaxed);
+    tide__stream_clear(b);
     atomic_store_explicit(&board_dir(area)[i], key, memory_order_release);
     free(e->members);
     *e = (struct claim){.key = key};
@@ -279,8 +236,7 @@ static uint64_t load(_Atomic uint64_t *w)
     return atomic_load_explicit(w, memory_order_acquire);
 }
 
-/* Peer q's board, looked up once it has one. */
-static struct board *peer_board(struct tide__board_comm *bc, int q)
+struct board *tide__board_peer(struct tide__board_comm *bc, int q)
 {
     if (bc->peer[q])
         return bc->peer[q];
@@ -306,9 +262,9 @@ static int last_head(const struct tide__board_comm *bc)
 
 /* ---- what a rank that read nothing checks after the fact (board.h) ---- */
 
-/* The header of board b that says seq, or -1: most likely `first`.
- * *sig gets its signature, a copy: it is not ours to trust. */
-static int slot_of(struct board *b, int first, uint64_t seq, struct tide__frame *sig)
+/* board_comm.h.  Most likely `first`; *sig is a copy, since the header
+ * is not ours to trust. */
+int tide__board_head_of(struct board *b, int first, uint64_t seq, struct tide__frame *sig)
 {
     for (int t = 0; t < BOARD_HEADS; t++) {
         int k = (first + t) % BOARD_HEADS;
@@ -337,7 +293,13 @@ static void report_unread(struct tide__board_comm *bc, tide_comm *comm, int q, u
                  "part of it; rank %d called %s", bc->world[q], (unsigned long long)seq,
                  ctx->rank, mine);
     }
-    tide__poison_comm(ctx, comm, seq, TIDE_EMISMATCH, 0, text);
+    tide__board_report_late(bc, comm, seq, text);
+}
+
+void tide__board_report_late(struct tide__board_comm *bc, tide_comm *comm, uint64_t seq,
+                             const char *text)
+{
+    tide__poison_comm(bc->ctx, comm, seq, TIDE_EMISMATCH, 0, text);
     tide__async_error_record(comm, seq, TIDE_EMISMATCH, "collective %llu had succeeded here, "
                              "but %s", (unsigned long long)seq, text);
 }
@@ -375,7 +337,7 @@ static bool check_one(struct tide__board_comm *bc, tide_comm *comm, int head, ui
         /* A peer that freed the communicator since is past it. */
         if (q == bc->me || load(bc->peer_key[q]) != bc->key)
             continue;
-        bool found = slot_of(bc->peer[q], head, seq, &theirs) >= 0;
+        bool found = tide__board_head_of(bc->peer[q], head, seq, &theirs) >= 0;
         if (load(bc->peer_key[q]) != bc->key ||
             (found && tide__frame_same_signature(ours, &theirs)) ||
             (!found && written_over(bc->peer[q], seq)))
@@ -415,6 +377,8 @@ static void check_unread(struct tide__board_comm *bc, tide_comm *comm, uint64_t 
 static void comm_board_check(tide_comm *comm)
 {
     struct tide__board_comm *bc = comm->board;
+    if (bc && bc->n == 2)
+        tide__stream_check(bc, comm);
     if (!bc || !bc->unread)
         return;
     uint64_t least = bc->last_pub;
@@ -498,7 +462,7 @@ static bool ahead_gate(struct tide__board_op *op, int *peer)
     if (bc->last_pub <= bc->all_posted + AHEAD_MAX)
         return true;
     int q = 1 - op->me;
-    if (!peer_board(bc, q)) {
+    if (!tide__board_peer(bc, q)) {
         *peer = bc->world[q];
         return false;
     }
@@ -514,6 +478,8 @@ static bool ahead_gate(struct tide__board_op *op, int *peer)
 static bool gate_ready(struct tide__board_op *op, int *peer)
 {
     struct tide__board_comm *bc = op->bc;
+    if (op->algo->stream)
+        return tide__stream_gate_ready(op, peer);
     if (bc->done < op->prev) {
         *peer = bc->world[bc->me];
         return false;
@@ -533,7 +499,7 @@ static bool gate_ready(struct tide__board_op *op, int *peer)
          * (gate_passed) without a second crossing - 14 % of a 2-rank 8 B
          * root's samples before; the loop, which its reader paces, took
          * as long. */
-        if (!peer_board(bc, q) ||
+        if (!tide__board_peer(bc, q) ||
             !shows(op, q, offsetof(struct board, posted), bc->last_pub, false)) {
             *peer = bc->world[q];
             return false;
@@ -550,6 +516,12 @@ static bool gate_ready(struct tide__board_op *op, int *peer)
  * watches: the check may send. */
 static void gate_passed(struct tide__board_op *op)
 {
+    if (op->algo->stream) {
+        tide__stream_gate_passed(op);
+        return;
+    }
+    if (op->n == 2 && op->bc->seen < op->bc->streams)
+        tide__stream_check(op->bc, op->c.req.comm);
     if (op->bc->unread)
         check_unread(op->bc, op->c.req.comm, op->bc->all_posted);
 }
@@ -597,9 +569,20 @@ static void ask_next_head(const struct tide__board_op *op, bool line2)
         __builtin_prefetch(h + 64);
 }
 
+/* Whether peer q, whose part of this collective we wait for, put it in
+ * its stream instead (a stream broadcast where we called another
+ * collective): part_of finds it and says so. */
+static bool streamed(struct tide__board_op *op, int q, bool posted)
+{
+    struct tide__frame sig;
+    return posted && op->n == 2 && tide__stream_went_by(op->bc, q, op->c.req.seq, &sig, false);
+}
+
 /* Every rank we read shows `word` >= our sequence. */
 static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
 {
+    if (op->algo->stream)
+        return tide__stream_ready(op, peer);
     uint64_t seq = op->c.req.seq;
     enum tide__board_reads reads = reads_of(op);
     bool posted = word_off == offsetof(struct board, posted);
@@ -611,7 +594,7 @@ static bool flags_ready(struct tide__board_op *op, size_t word_off, int *peer)
     bool part_line = (op->line2 || root_line2) && posted;
     for (int q = next_read(op, reads, op->next); q < op->n; q = next_read(op, reads, q + 1)) {
         op->next = q; /* the next look starts here */
-        if (!shows(op, q, word_off, seq, part_line)) {
+        if (!shows(op, q, word_off, seq, part_line) && !streamed(op, q, posted)) {
             *peer = op->bc->world[q];
             return false;
         }
@@ -700,6 +683,10 @@ static const uint8_t *own_part(struct tide__board_op *op, const void *src, size_
  * their `sleeping` words). */
 static void raise_posted(struct tide__board_op *op)
 {
+    if (op->algo->stream) {
+        tide__stream_raise(op);
+        return;
+    }
     struct tide__transport *tp = op->c.req.ctx->tp;
     tp->ops->board_raise(tp, op->bc->others, op->bc->n - 1);
 }
@@ -709,6 +696,10 @@ static void raise_posted(struct tide__board_op *op)
  * first, and says why). */
 static void publish(struct tide__board_op *op)
 {
+    if (op->algo->stream) {
+        tide__stream_publish(op);
+        return;
+    }
     struct tide__board_comm *bc = op->bc;
     struct board *b = bc->mine;
     uint64_t seq = op->c.req.seq;
@@ -732,14 +723,16 @@ static void publish(struct tide__board_op *op)
     op->parts[op->me] = own_part(op, src, bytes);
 }
 
-enum part { PART_OK, PART_MISMATCH, PART_GONE, PART_SKIPPED };
+enum part { PART_OK, PART_MISMATCH, PART_GONE, PART_SKIPPED, PART_STREAMED };
 
 /* Peer q's part of this collective, which has posted it: its header
  * must say this sequence and our signature (*sig gets theirs), and its
  * board must still be this communicator's. */
 static enum part part_of(struct tide__board_op *op, int q, struct tide__frame *sig)
 {
-    int k = slot_of(op->bc->peer[q], last_head(op->bc), op->c.req.seq, sig);
+    int k = tide__board_head_of(op->bc->peer[q], last_head(op->bc), op->c.req.seq, sig);
+    if (k < 0 && op->n == 2 && tide__stream_went_by(op->bc, q, op->c.req.seq, sig, false))
+        return PART_STREAMED;
     if (k < 0)
         return PART_SKIPPED;
     if (!tide__frame_same_signature(&op->c.req.sig, sig))
@@ -762,6 +755,9 @@ static bool take_part(struct tide__board_op *op, int q)
     switch (part_of(op, q, &theirs)) {
     case PART_OK:
         return true;
+    case PART_STREAMED:
+        tide__stream_went_by(op->bc, q, op->c.req.seq, &theirs, true);
+        /* fall through */
     case PART_MISMATCH:
         theirs.comm_id = op->c.req.comm->id;
         theirs.seq = op->c.req.seq;
@@ -814,6 +810,8 @@ static void prefetch_parts(const struct tide__board_op *op, enum tide__board_rea
 
 static bool take_parts(struct tide__board_op *op)
 {
+    if (op->algo->stream)
+        return tide__stream_take(op);
     enum tide__board_reads reads = reads_of(op);
     prefetch_parts(op, reads);
     for (int q = next_read(op, reads, 0); q < op->n; q = next_read(op, reads, q + 1))
@@ -1048,6 +1046,8 @@ static bool await(struct tide__board_op *op, bool (*cond)(struct tide__board_op 
 /* Every part we read is as ours: else the request says why not. */
 static bool parts_plain(struct tide__board_op *op)
 {
+    if (op->algo->stream)
+        return tide__stream_plain(op);
     struct tide__frame sig;
     enum tide__board_reads reads = reads_of(op);
     prefetch_parts(op, reads);
@@ -1155,6 +1155,7 @@ void tide__board_adopt(struct tide__board_op *op, const struct tide__board_op *f
     op->started = s;
     op->prev = line_up(bc, s, from->c.req.seq);
     op->mine = from->mine;
+    op->stream_at = from->stream_at;
     op->phase = PH_POSTED;
 }
 

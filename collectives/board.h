@@ -99,6 +99,8 @@ struct tide__board_algo {
     bool (*read)(struct tide__board_op *op);
     /* Every peer's reduced share is in place (two-phase only). */
     void (*read_reduced)(struct tide__board_op *op);
+    /* The part goes to the stream (board_stream.c), not to a header. */
+    bool stream;
 };
 
 /* The request of a board collective. */
@@ -117,6 +119,7 @@ struct tide__board_op {
     struct started *started;       /* its place in the communicator's order */
     int skipper;                   /* the world rank that skipped it (PH_SKIPPED) */
     bool announced;                /* the direct path waits: as a waiter (progress.c) */
+    uint64_t stream_at;            /* a stream broadcast's index (board_stream.c) */
     /* Last, since the direct path leaves them, and c.msg, unzeroed
      * (tide__board_direct_clear): only a request waits on a watch, and
      * own_tiny is written before it is read. */

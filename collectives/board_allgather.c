@@ -35,9 +35,9 @@ static bool gather_at_root(struct tide__board_op *op)
     return tide__board_is_root(op) ? copy_blocks(op) : true;
 }
 
-static const struct tide__board_algo hooks = {own_block, own, NULL, NULL, copy_blocks, NULL};
+static const struct tide__board_algo hooks = {own_block, own, NULL, NULL, copy_blocks, NULL, false};
 static const struct tide__board_algo gather_hooks = {
-    own_block, own, tide__board_reads_to_root, NULL, gather_at_root, NULL};
+    own_block, own, tide__board_reads_to_root, NULL, gather_at_root, NULL, false};
 
 const struct tide__algo tide__algo_board_allgather = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};

@@ -97,9 +97,10 @@ static bool reduce_at_root(struct tide__board_op *op)
     return tide__board_is_root(op) ? one_shot(op) : true;
 }
 
-static const struct tide__board_algo one_shot_algo = {whole, own, NULL, NULL, one_shot, NULL};
+static const struct tide__board_algo one_shot_algo = {
+    whole, own, NULL, NULL, one_shot, NULL, false};
 static const struct tide__board_algo two_phase_algo = {whole, own, NULL, my_share, reduce_share,
-                                                        copy_shares};
+                                                        copy_shares, false};
 
 const struct tide__algo tide__algo_board_allreduce = {"board", sizeof(struct tide__board_op),
                                                       &tide__board_vtbl, NULL, NULL,
@@ -108,7 +109,7 @@ const struct tide__algo tide__algo_board_rsag_allreduce = {
     "board_rsag", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &two_phase_algo};
 
 static const struct tide__board_algo reduce_algo = {
-    whole, own, tide__board_reads_to_root, NULL, reduce_at_root, NULL};
+    whole, own, tide__board_reads_to_root, NULL, reduce_at_root, NULL, false};
 
 const struct tide__algo tide__algo_board_reduce = {"board", sizeof(struct tide__board_op),
                                                    &tide__board_vtbl, NULL, NULL, &reduce_algo};

@@ -59,9 +59,9 @@ static bool copy_my_block(struct tide__board_op *op)
     return true;
 }
 
-static const struct tide__board_algo hooks = {whole, own, NULL, my_block, copy_blocks, NULL};
+static const struct tide__board_algo hooks = {whole, own, NULL, my_block, copy_blocks, NULL, false};
 static const struct tide__board_algo scatter_hooks = {
-    root_whole, NULL, tide__board_reads_from_root, my_block, copy_my_block, NULL};
+    root_whole, NULL, tide__board_reads_from_root, my_block, copy_my_block, NULL, false};
 
 const struct tide__algo tide__algo_board_alltoall = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};

@@ -18,7 +18,8 @@ static bool nothing_to_read(struct tide__board_op *op)
     return true;
 }
 
-static const struct tide__board_algo hooks = {no_part, NULL, NULL, NULL, nothing_to_read, NULL};
+static const struct tide__board_algo hooks = {
+    no_part, NULL, NULL, NULL, nothing_to_read, NULL, false};
 
 const struct tide__algo tide__algo_board_barrier = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};

@@ -22,7 +22,14 @@ static bool copy_out(struct tide__board_op *op)
 }
 
 static const struct tide__board_algo hooks = {
-    root_data, NULL, tide__board_reads_from_root, NULL, copy_out, NULL};
+    root_data, NULL, tide__board_reads_from_root, NULL, copy_out, NULL, false};
 
 const struct tide__algo tide__algo_board_bcast = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};
+
+/* The same on 2 ranks, up to 8 bytes, through the stream (board_stream.c). */
+static const struct tide__board_algo stream_hooks = {
+    root_data, NULL, tide__board_reads_from_root, NULL, copy_out, NULL, true};
+
+const struct tide__algo tide__algo_board_stream = {
+    "stream", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &stream_hooks};

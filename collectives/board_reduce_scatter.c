@@ -40,7 +40,8 @@ static bool reduce_block(struct tide__board_op *op)
     return true;
 }
 
-static const struct tide__board_algo hooks = {whole, own, NULL, my_block, reduce_block, NULL};
+static const struct tide__board_algo hooks = {
+    whole, own, NULL, my_block, reduce_block, NULL, false};
 
 const struct tide__algo tide__algo_board_reduce_scatter = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};

@@ -243,6 +243,7 @@ extern const struct tide__algo tide__algo_board_rsag_allreduce;
 extern const struct tide__algo tide__algo_board_allgather;
 extern const struct tide__algo tide__algo_board_reduce_scatter;
 extern const struct tide__algo tide__algo_board_bcast;
+extern const struct tide__algo tide__algo_board_stream;
 extern const struct tide__algo tide__algo_board_barrier;
 extern const struct tide__algo tide__algo_board_alltoall;
 extern const struct tide__algo tide__algo_board_reduce;

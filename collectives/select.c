@@ -24,6 +24,7 @@ enum need {
     BLOCKS, /* staging halves that hold an element of every block */
     HOSTS,  /* ranks spread evenly over hosts (engine/hosts.c) */
     BOARD,  /* boards (board.h), and a vector that fits a slot */
+    STREAM, /* boards, 2 ranks and a vector that fits a stream entry (board_stream.c) */
 };
 
 struct choice {
@@ -53,7 +54,8 @@ static const struct family families[] = {
      {{"binomial", &tide__algo_binomial_bcast, ANY},
       {"chain", &tide__algo_chain_bcast, ANY},
       {"shm", &tide__algo_stage_bcast, SHARED},
-      {"board", &tide__algo_board_bcast, BOARD}}},
+      {"board", &tide__algo_board_bcast, BOARD},
+      {"stream", &tide__algo_board_stream, STREAM}}},
     {TIDE_KIND_REDUCE, "TIDE_ALGO_REDUCE",
      {{"binomial", &tide__algo_binomial_reduce, ANY},
       {"board", &tide__algo_board_reduce, BOARD}}},
@@ -228,6 +230,14 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
  * boards against 4.5-5.1 by messages, the reverse of the figures above
  * from another 2-core machine: left to messages until the 16-core host
  * says.) */
+/* Whether a broadcast of `bytes` may take the stream (board_stream.c):
+ * boards, 2 ranks, a part that fits an entry. */
+static bool streams(uint8_t kind, const tide_comm *comm, size_t bytes)
+{
+    return kind == TIDE_KIND_BROADCAST && comm->size == 2 && bytes <= STREAM_PART &&
+           tide__board_fits(kind, comm, bytes);
+}
+
 static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
     int n = comm->size;
@@ -247,6 +257,8 @@ static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, si
     case TIDE_KIND_REDUCE_SCATTER:
         return &tide__algo_board_reduce_scatter;
     case TIDE_KIND_BROADCAST:
+        if (streams(kind, comm, bytes))
+            return &tide__algo_board_stream;
         return bytes >= (1u << 10) || n == 2 || n >= 8 ? &tide__algo_board_bcast : NULL;
     case TIDE_KIND_ALLTOALL:
         /* Each rank copies its block out of every peer's slot, against
@@ -455,7 +467,8 @@ const struct tide__algo *tide__select(uint8_t kind, const tide_comm *comm, size_
         if ((c->need == POW2 && !tide__is_pow2(n)) || (c->need == SHARED && !comm->shared) ||
             (c->need == BLOCKS && !tide__stage_fits_blocks(comm)) ||
             (c->need == HOSTS && !tide__comm_hierarchical(comm)) ||
-            (c->need == BOARD && !tide__board_fits(kind, comm, bytes)))
+            (c->need == BOARD && !tide__board_fits(kind, comm, bytes)) ||
+            (c->need == STREAM && !streams(kind, comm, bytes)))
             return by_size(kind, comm, bytes);
         return c->algo;
     }
@@ -516,7 +529,7 @@ static const struct tide__algo *const all_algos[] = {
     &tide__algo_board_rsag_allreduce, &tide__algo_board_allgather, &tide__algo_board_reduce_scatter,
     &tide__algo_board_bcast,     &tide__algo_stage_reduce_scatter, &tide__algo_board_barrier,
     &tide__algo_board_alltoall,  &tide__algo_board_reduce,      &tide__algo_board_gather,
-    &tide__algo_board_scatter,
+    &tide__algo_board_scatter,   &tide__algo_board_stream,
 };
 
 uint8_t tide__algo_id(const struct tide__algo *algo)

@@ -15,6 +15,9 @@
  *   +256   done    u64: every board collective <= seq has ended here
  *   +512   BOARD_HEADS headers (struct board_slot_head), 128 bytes each
  *   +2048  slot 0 data (BOARD_SLOT bytes), then slot 1 data
+ *   then   the stream: STREAM_ENTRIES entries of 16 bytes (struct
+ *          board_entry), a ring of its own for the 2-rank broadcasts of
+ *          up to 8 bytes (collectives/board_stream.c)
  *
  * Publication p (the p-th board collective here) goes to header p %
  * BOARD_HEADS and, if its part does not ride in the header, to data slot
@@ -56,7 +59,10 @@
 #define BOARD_DIR_BYTES ((size_t)4096)
 #define BOARD_HEADS 8
 #define BOARD_HEAD_BYTES ((size_t)2048)
-#define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT) /* keeps every board 1 KiB-aligned */
+#define STREAM_ENTRIES 1024
+#define STREAM_PART 8 /* the bytes of a part an entry holds */
+/* Keeps every board 1 KiB-aligned. */
+#define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT + STREAM_ENTRIES * 16)
 #define BOARD_AREA_BYTES (BOARD_DIR_BYTES + (size_t)BOARD_COUNT * BOARD_STRIDE)
 
 #define BOARD_TINY (128 - 8 - sizeof(struct tide__frame)) /* 72 */
@@ -70,6 +76,13 @@ struct board_slot_head {
     uint8_t tiny[BOARD_TINY];
 };
 
+/* An entry of the stream: the tag (the collective's sequence and a code
+ * of its signature: board_stream.c) is stored last, with release. */
+struct board_entry {
+    _Atomic uint64_t tag;
+    uint8_t part[STREAM_PART];
+};
+
 struct board {
     _Atomic uint64_t posted;
     uint8_t pad0[120];
@@ -80,10 +93,12 @@ struct board {
     struct board_slot_head head[BOARD_HEADS];
     uint8_t pad3[BOARD_HEAD_BYTES - 512 - BOARD_HEADS * 128];
     uint8_t data[2][BOARD_SLOT];
+    struct board_entry ring[STREAM_ENTRIES];
 };
 
 _Static_assert(sizeof(struct board) == BOARD_STRIDE, "board layout");
 _Static_assert(sizeof(struct board_slot_head) == 128, "a header fills a pair of cache lines");
+_Static_assert(sizeof(struct board_entry) == 16, "four entries a cache line");
 _Static_assert(BOARD_HEADS % 2 == 0, "a header and its data slot agree in parity");
 _Static_assert(offsetof(struct board_slot_head, tiny) + BOARD_TINY_LINE <= 64,
                "a part of BOARD_TINY_LINE bytes shares its header's first cache line");

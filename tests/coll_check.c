@@ -35,7 +35,7 @@ const struct family coll_families[C_COUNT] = {
                      {"ring", "recursive_doubling", "rabenseifner", "shm", "hier", "board",
                       "board_rsag"}, true},
     [C_BROADCAST] = {"broadcast", "TIDE_ALGO_BROADCAST",
-                     {"binomial", "chain", NULL, "shm", NULL, "board"}, false},
+                     {"binomial", "chain", NULL, "shm", NULL, "board", "stream"}, false},
     [C_REDUCE] = {"reduce", "TIDE_ALGO_REDUCE", {"binomial", NULL, NULL, NULL, NULL, "board"},
                   true},
     [C_ALLGATHER] = {"allgather", "TIDE_ALGO_ALLGATHER",
@@ -99,6 +99,14 @@ static bool board_fits(const struct ccase *k, int n)
     return coll_boards_run(n) && use <= (64u << 10);
 }
 
+/* Whether k may take the stream (collectives/board_stream.c): a
+ * broadcast of up to 8 bytes on 2 ranks that share memory. */
+static bool stream_fits(const struct ccase *k, int n)
+{
+    return k->coll == C_BROADCAST && n == 2 && coll_boards_run(n) &&
+           k->count * tide_dtype_size(k->dtype) <= 8;
+}
+
 /* The forced name, or one of the collective's names when there is no
  * override (or recursive doubling of an all-gather over a group that is
  * not a power of two gave way).  A group of one is exempt: it runs no
@@ -113,6 +121,7 @@ static void check_algorithm(const struct ccase *k, int n)
     bool gave_way = want && k->coll == C_ALLGATHER && !strcmp(want, "recursive_doubling") &&
                     !is_pow2(n);
     gave_way |= want && !strncmp(want, "board", 5) && !board_fits(k, n);
+    gave_way |= want && !strcmp(want, "stream") && !stream_fits(k, n);
     if (want && !gave_way) {
         CHECK(!strcmp(used_algo, want), "%s: tide_req_algorithm is not %s", coll_describe(k, n),
               want);
@@ -733,7 +742,8 @@ uint64_t coll_hash(const void *buf, size_t len)
 
 static const char *const set_names[6] = {"first algorithms", "second algorithms",
                                          "third algorithms", "no override",
-                                         "board algorithms", "two-phase boards"};
+                                         "board algorithms",
+                                         "second boards (two-phase, stream)"};
 
 /* Force the set-th algorithm of every collective that has one (3, or a
  * collective with fewer: no override; -1: leave the environment alone). */

@@ -891,11 +891,10 @@ static void ahead_body(tide_comm *world, void *arg)
 #define AHEAD_BAD_CALL 20
 static void ahead_mismatch_body(tide_comm *world, void *arg)
 {
-    (void)arg;
     int r = tide_comm_rank(world);
     int told = 0;
     const char *msg = "";
-    setenv("TIDE_ALGO_BROADCAST", "board", 1);
+    setenv("TIDE_ALGO_BROADCAST", arg ? (const char *)arg : "board", 1);
     for (int k = 0; k < 40; k++) {
         int32_t v[2] = {r == 0 ? k : -1, r == 0 ? k : -1};
         bool bad = r == 1 && k == AHEAD_BAD_CALL;
@@ -949,6 +948,12 @@ static int rooted_nobody_reads(tide_comm *world, int how)
 {
     int r = tide_comm_rank(world), n = tide_comm_size(world), next = (r + 1) % n;
     static float v[16 * 4], w[16 * 4];
+    if (how == 4) { /* through the stream (2 ranks, 8 bytes) */
+        setenv("TIDE_ALGO_BROADCAST", "stream", 1);
+        int rc = tide_broadcast(world, v, 2, TIDE_FLOAT32, r);
+        unsetenv("TIDE_ALGO_BROADCAST");
+        return rc;
+    }
     setenv(rooted_env[how], "board", 1);
     int rc = how == 0   ? tide_broadcast(world, v, 16, TIDE_FLOAT32, r)
              : how == 1 ? tide_reduce(world, v, w, 16, TIDE_FLOAT32, TIDE_SUM, next)
@@ -1061,6 +1066,211 @@ static void rooted_roots_learn_late(void **state)
     assert_int_equal(run_on_shm_with(3, 10, TIDE_PROGRESS_INLINE, two_roots_poll_body, NULL), 0);
 }
 
+/* ---- the stream: 2-rank broadcasts of up to 8 bytes ---- */
+
+/* One broadcast of k's shape (its dtype and count vary with k, up to 8
+ * bytes) from root, blocking; every element checked. */
+static void stream_one(tide_comm *world, int k, int root)
+{
+    int r = tide_comm_rank(world);
+    union {
+        int8_t i8[8];
+        int32_t i32[2];
+        double f64[1];
+    } v;
+    memset(&v, 0xee, sizeof v);
+    int shape = k % 3, count = shape == 0 ? 1 + k % 8 : shape == 1 ? 1 + k % 2 : 1;
+    for (int i = 0; i < count && r == root; i++) {
+        if (shape == 0)
+            v.i8[i] = (int8_t)(k + i);
+        else if (shape == 1)
+            v.i32[i] = k * 3 + i;
+        else
+            v.f64[0] = k + 0.5;
+    }
+    tide_dtype dt = shape == 0 ? TIDE_INT8 : shape == 1 ? TIDE_INT32 : TIDE_FLOAT64;
+    tide_req *req = NULL;
+    EXPECT_OK(tide_ibroadcast(world, &v, (size_t)count, dt, root, &req));
+    int rc = tide_wait(req, -1);
+    EXPECT(rc == 0, "stream broadcast %d: %s", k, tide_req_message(req));
+    tide_req_free(req);
+    for (int i = 0; i < count; i++) {
+        bool ok = shape == 0   ? v.i8[i] == (int8_t)(k + i)
+                  : shape == 1 ? v.i32[i] == k * 3 + i
+                               : v.f64[0] == k + 0.5;
+        EXPECT(ok, "stream broadcast %d (shape %d) element %d is wrong", k, shape, i);
+    }
+}
+
+/* 3000 stream broadcasts whose root changes every 700, the reader
+ * pausing (arg: ms, or none) in each stretch so that the root fills
+ * half the ring and is held until it catches up; between them, bursts
+ * of nonblocking ones (the request path), and board collectives of
+ * other kinds, which pair with them in order.  Nothing is reported
+ * late. */
+static void stream_body(tide_comm *world, void *arg)
+{
+    int pause_ms = arg ? *(const int *)arg : 0;
+    int r = tide_comm_rank(world);
+    for (int k = 0; k < 3000; k++) {
+        int root = k / 700 % 2;
+        stream_one(world, k, root);
+        if (pause_ms && r != root && k % 700 == 350)
+            harness_sleep_ms(pause_ms);
+        if (k % 97 == 0) {
+            int64_t v[5];
+            tide_req *req[5];
+            for (int i = 0; i < 5; i++) {
+                v[i] = r == root ? k + i : -1;
+                EXPECT_OK(tide_ibroadcast(world, &v[i], 1, TIDE_INT64, root, &req[i]));
+            }
+            for (int i = 0; i < 5; i++) {
+                EXPECT_OK(tide_wait(req[i], -1));
+                expect_algo(req[i], "stream");
+                tide_req_free(req[i]);
+                EXPECT(v[i] == k + i, "nonblocking stream broadcast %d.%d gave %lld", k, i,
+                       (long long)v[i]);
+            }
+        }
+        if (k % 211 == 0) {
+            int32_t in = r + k, out = 0;
+            EXPECT_OK(tide_allreduce(world, &in, &out, 1, TIDE_INT32, TIDE_SUM));
+            EXPECT(out == 1 + 2 * k, "all-reduce after stream broadcast %d: %d", k, out);
+        }
+        if (k % 313 == 0) {
+            int32_t big[16];
+            for (int i = 0; i < 16; i++)
+                big[i] = r == 1 - root ? k + i : -1;
+            EXPECT_OK(tide_broadcast(world, big, 16, TIDE_INT32, 1 - root));
+            EXPECT(big[15] == k + 15, "board broadcast after %d: %d", k, big[15]);
+        }
+        if (k % 401 == 0)
+            EXPECT_OK(tide_barrier(world));
+    }
+    const char *late = "";
+    EXPECT(tide_comm_async_error(world, &late) == 0, "a late report: %s", late);
+}
+
+/* Rank 1 calls another collective where rank 0 streams a broadcast (arg
+ * 0: an all-reduce; 1: rank 0 calls the all-reduce, rank 1 the
+ * broadcast).  The rank that reads fails its call as a mismatch at
+ * once, naming both; the other learns late (its call had succeeded) at
+ * one of its next two calls.  Then both pair up again, on the stream
+ * and off it. */
+static void stream_other_body(tide_comm *world, void *arg)
+{
+    int how = *(const int *)arg;
+    int r = tide_comm_rank(world);
+    bool streams = r == how;
+    int32_t v = r == 0 ? 5 : -1, in = 1, out = 0;
+    tide_req *req = NULL;
+    EXPECT_OK(streams ? tide_ibroadcast(world, &v, 1, TIDE_INT32, 0, &req)
+                      : tide_iallreduce(world, &in, &out, 1, TIDE_INT32, TIDE_SUM, &req));
+    int rc = tide_wait(req, -1);
+    bool reader = r == 1;
+    if (reader) {
+        const char *msg = tide_req_message(req);
+        EXPECT(rc == TIDE_EMISMATCH, "the reader's call: %s", tide_err_name(rc));
+        EXPECT(strstr(msg, "broadcast") && strstr(msg, "allreduce"), "its message: %s", msg);
+    } else if (rc == 0) {
+        int told = 0;
+        for (int k = 0; k < 2; k++) {
+            rc = tide_allreduce(world, &in, &out, 1, TIDE_INT32, TIDE_SUM);
+            told += rc == TIDE_EMISMATCH;
+            EXPECT(rc == 0 || rc == TIDE_EMISMATCH, "a call after: %s", tide_err_name(rc));
+        }
+        EXPECT(told == 1, "told %d times in two calls", told);
+    } else {
+        EXPECT(rc == TIDE_EMISMATCH, "the root's call: %s", tide_err_name(rc));
+    }
+    tide_req_free(req);
+    if (reader && how == 0) /* the one of rank 0's two calls that ran */
+        EXPECT_OK(tide_allreduce(world, &in, &out, 1, TIDE_INT32, TIDE_SUM));
+    for (int k = 0; k < 20; k++)
+        stream_one(world, k, k % 2);
+    EXPECT_OK(tide_allreduce(world, &in, &out, 1, TIDE_INT32, TIDE_SUM));
+    EXPECT(out == 2, "the all-reduce after: %d", out);
+}
+
+/* The root runs on while its reader sleeps: half a ring of broadcasts
+ * succeed, and the next waits for the reader until its deadline (1 s). */
+static void stream_full_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world);
+    if (r == 1)
+        harness_sleep_ms(2500);
+    int64_t v = 0;
+    for (int k = 0; k <= 512; k++) {
+        v = r == 0 ? k : -1;
+        int rc = tide_broadcast(world, &v, 1, TIDE_INT64, 0);
+        if (k < 512) {
+            EXPECT(rc == 0 && v == k, "stream broadcast %d: %s, %lld", k, tide_err_name(rc),
+                   (long long)v);
+            continue;
+        }
+        if (r == 0)
+            EXPECT(rc == TIDE_ETIMEDOUT, "the root at a full ring: %s", tide_err_name(rc));
+        else
+            EXPECT(rc != 0, "the broadcast its root gave up on succeeded");
+    }
+}
+
+/* The reader waits long enough to sleep; the root's entry wakes it. */
+static void stream_wake_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world);
+    for (int k = 0; k < 4; k++) {
+        if (r == 0)
+            harness_sleep_ms(300);
+        double t0 = now_s();
+        stream_one(world, k, 0);
+        EXPECT(now_s() - t0 < 2.0, "the reader woke after %.2f s", now_s() - t0);
+    }
+}
+
+/* 300 communicators of the 2 ranks, more than a rank has boards, each
+ * running stream broadcasts and freed: a reused board's stream starts
+ * empty. */
+static void stream_reuse_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world);
+    for (int k = 0; k < 300; k++) {
+        tide_comm *c = NULL;
+        EXPECT_OK(tide_comm_split(world, 0, (r + k) % 2, &c));
+        for (int i = 0; i < 1 + k % 5; i++)
+            stream_one(c, k + i, (k + i) % 2);
+        EXPECT_OK(tide_comm_free(c));
+    }
+}
+
+static void stream_broadcasts(void **state)
+{
+    (void)state;
+    int pause = 30;
+    assert_int_equal(run_on_shm(2, 20, stream_body, NULL), 0);
+    assert_int_equal(run_on_shm(2, 20, stream_body, &pause), 0);
+    assert_int_equal(run_on_shm_with(2, 20, TIDE_PROGRESS_INLINE, stream_body, &pause), 0);
+    assert_int_equal(run_on_shm(2, 20, stream_reuse_body, NULL), 0);
+    assert_int_equal(run_on_shm(2, 20, stream_wake_body, NULL), 0);
+    assert_int_equal(run_on_shm(2, 1, stream_full_body, NULL), 0);
+}
+
+static void stream_mismatches(void **state)
+{
+    (void)state;
+    int how[] = {0, 1, 4};
+    const char *stream = "stream";
+    assert_int_equal(run_on_shm(2, 10, stream_other_body, &how[0]), 0);
+    assert_int_equal(run_on_shm(2, 10, stream_other_body, &how[1]), 0);
+    assert_int_equal(run_on_shm(2, 10, roots_next_call_body, &how[2]), 0);
+    assert_int_equal(run_on_shm(2, 10, ahead_mismatch_body, (void *)stream), 0);
+    assert_int_equal(run_on_shm_with(2, 10, TIDE_PROGRESS_INLINE, ahead_mismatch_body,
+                                     (void *)stream), 0);
+}
+
 /* ---- 16 ranks ---- */
 
 static void sixteen_body(tide_comm *world, void *arg)
@@ -1162,6 +1372,8 @@ int main(void)
         cmocka_unit_test(rooted_roots_learn_late),
         cmocka_unit_test(two_rank_root_runs_ahead),
         cmocka_unit_test(barrier_on_boards),
+        cmocka_unit_test(stream_broadcasts),
+        cmocka_unit_test(stream_mismatches),
         cmocka_unit_test(sixteen_ranks),
     };
     return cmocka_run_group_tests_name("board collectives over shared memory", tests, NULL, NULL);

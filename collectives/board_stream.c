@@ -1,0 +1,360 @@
+/* board_stream.c - the stream: 2-rank broadcasts of up to 8 bytes on
+ * boards, with no header, no `posted` and no gate crossing per call.
+ *
+ * Why.  On boards a broadcast's root stores to its header and `posted`
+ * each call, lines its reader holds.  x86 commits stores in order, so
+ * a store to a line held elsewhere stalls the stores behind it, and the
+ * call's few hundred stores fill the store buffer behind that one: the
+ * root waited out a line crossing every call, 0.32 us a call against
+ * Open MPI vader's 0.11 (docs/small-messages.md, "Counting instead of
+ * timing").  Here the root writes one 16-byte entry {tag, part} into the
+ * ring of its board (engine/board.h), four entries a cache line, and
+ * nothing else its reader reads.
+ *
+ * Both ranks write an entry for every stream broadcast, at the same
+ * index (a communicator's stream broadcasts pair up in order, as all its
+ * collectives do): the root its part, the reader an acknowledgement,
+ * written before it reads.  A tag holds the collective's sequence (low
+ * SEQ_BITS bits) and a code of the caller's signature (dtype, count and
+ * root: the kind and algorithm are the stream's), so that
+ *   - a reader compares the root's code with its own: another broadcast
+ *     is a mismatch at once, named as for headers;
+ *   - two ranks that both think the other the root each find the
+ *     other's acknowledgement where they look for a part: a mismatch;
+ *   - a root compares the reader's entries with its own only in batches
+ *     (look): two roots are found within half a ring, at the next other
+ *     board collective, or when the program polls tide_comm_async_error,
+ *     and reported late, as board.h's "unread" ones are;
+ *   - a rank in another board collective that finds its peer's part in
+ *     the stream (tide__stream_went_by) fails it as a mismatch, and a
+ *     reader whose root posted a header instead finds that header.
+ *
+ * The same look is the flow control.  A rank writes its entry at index k
+ * only once the peer's entries up to k - STREAM_HALF are looked at
+ * (`seen`).  The peer writes its entry at i only after its broadcast
+ * i - 1 ended, so every entry of ours up to k - STREAM_HALF - 1, which
+ * includes k - N (the one k overwrites), was read.  And the peer writes
+ * its entry at k, over its k - N, only after it saw ours at k -
+ * STREAM_HALF, which we wrote after seeing its k - N: none goes
+ * unlooked-at.  A root thus looks at the reader's ring once in
+ * STREAM_HALF calls, and a reader at the root's entries as it reads
+ * them.  A root held at a full ring waits on a watch like every board
+ * collective; the reader rings it where it may wait (raise). */
+#include "collectives/board_comm.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define STREAM_HALF (STREAM_ENTRIES / 2)
+#define STREAM_QUARTER (STREAM_ENTRIES / 4)
+#define SEQ_BITS 40
+#define SEQ_MASK (((uint64_t)1 << SEQ_BITS) - 1)
+#define CODE_VALID ((uint64_t)1 << 13) /* in every code, so no tag is 0 */
+#define REPORTED ((uint64_t)1 << 63)   /* this rank called another collective here
+                                          (tide__stream_went_by) */
+
+static uint64_t load(_Atomic uint64_t *w)
+{
+    return atomic_load_explicit(w, memory_order_acquire);
+}
+
+static uint64_t seq_of(uint64_t tag)
+{
+    return tag & SEQ_MASK;
+}
+
+/* Whether sequence a (of SEQ_BITS bits) comes after b: a difference of
+ * less than half the space, so a sequence may wrap. */
+static bool later(uint64_t a, uint64_t b)
+{
+    return (int64_t)((a - b) << (64 - SEQ_BITS)) > 0;
+}
+
+/* What may differ between two stream broadcasts (select.c takes the
+ * stream for up to 8 bytes on 2 ranks: count < 16, root < 2). */
+static uint64_t code_of(const struct tide__frame *sig)
+{
+    return (uint64_t)sig->dtype | (sig->count & 15) << 8 | (uint64_t)(sig->root & 1) << 12 |
+           CODE_VALID;
+}
+
+static uint64_t tag_of(const struct tide__frame *sig, uint64_t seq)
+{
+    return seq_of(seq) | code_of(sig) << SEQ_BITS;
+}
+
+/* The signature a peer's entry stands for. */
+static void sig_of(uint64_t tag, struct tide__frame *sig)
+{
+    uint64_t code = (tag & ~REPORTED) >> SEQ_BITS;
+    *sig = (struct tide__frame){
+        .kind = TIDE_KIND_BROADCAST,
+        .dtype = (uint8_t)code,
+        .redop = TIDE_SUM, /* calls.c's for a broadcast */
+        .root = (int32_t)(code >> 12 & 1),
+        .count = code >> 8 & 15,
+        .flags = tide__algo_id(&tide__algo_board_stream),
+        .seq = seq_of(tag),
+    };
+}
+
+static struct board_entry *entry_at(struct board *b, uint64_t index)
+{
+    return &b->ring[index % STREAM_ENTRIES];
+}
+
+static int peer_of(const struct tide__board_comm *bc)
+{
+    return 1 - bc->me;
+}
+
+/* The sequence of our stream broadcast before index (0: none). */
+static uint64_t seq_before(struct tide__board_comm *bc, uint64_t index)
+{
+    return index ? seq_of(load(&entry_at(bc->mine, index - 1)->tag)) : 0;
+}
+
+/* Whether the peer's tag at index is from a lap before (or none): it has
+ * not written this one yet. */
+static bool not_yet(struct tide__board_comm *bc, uint64_t index, uint64_t tag)
+{
+    return !tag || !later(seq_of(tag), seq_before(bc, index));
+}
+
+/* Look at the peer's entries from `seen` up to `upto` (not past ours):
+ * seen moves over every one it wrote, and the first unlike ours is kept
+ * in stream_bad for report_bad. */
+static void look(struct tide__board_comm *bc, struct board *peer, uint64_t upto)
+{
+    for (; bc->seen < upto; bc->seen++) {
+        uint64_t i = bc->seen;
+        uint64_t ours = load(&entry_at(bc->mine, i)->tag);
+        uint64_t theirs = load(&entry_at(peer, i)->tag);
+        if (theirs == ours || (ours & REPORTED))
+            continue;
+        if (not_yet(bc, i, theirs))
+            return;
+        if (!bc->stream_bad)
+            bc->stream_bad = i + 1;
+    }
+}
+
+/* Report the entry look found unlike ours, if any: late, since our part
+ * of it succeeded here (a root reads nothing). */
+static void report_bad(struct tide__board_comm *bc, tide_comm *comm)
+{
+    if (!bc->stream_bad)
+        return;
+    uint64_t i = bc->stream_bad - 1;
+    bc->stream_bad = 0;
+    int q = peer_of(bc);
+    uint64_t ours = load(&entry_at(bc->mine, i)->tag);
+    uint64_t theirs = load(&entry_at(bc->peer[q], i)->tag);
+    struct tide__frame mine, other;
+    sig_of(ours, &mine);
+    sig_of(theirs, &other);
+    char text[300];
+    if (seq_of(ours) == seq_of(theirs) && (theirs & REPORTED)) {
+        char desc[128];
+        tide__describe_signature(bc->ctx, &mine, desc, sizeof desc);
+        snprintf(text, sizeof text, "rank %d called another collective, and found rank %d's part "
+                 "of %s in its stream", bc->world[q], bc->ctx->rank, desc);
+    } else if (seq_of(ours) == seq_of(theirs)) {
+        tide__describe_mismatch(bc->ctx, bc->world[q], &other, &mine, text, sizeof text);
+    } else {
+        snprintf(text, sizeof text, "rank %d's stream broadcast %llu on this communicator was its "
+                 "collective %llu, this rank's was %llu: the two called other collectives between",
+                 bc->world[q], (unsigned long long)i + 1, (unsigned long long)seq_of(theirs),
+                 (unsigned long long)seq_of(ours));
+    }
+    tide__board_report_late(bc, comm, seq_of(ours), text);
+}
+
+void tide__stream_check(struct tide__board_comm *bc, tide_comm *comm)
+{
+    struct board *peer = tide__board_peer(bc, peer_of(bc));
+    if (peer)
+        look(bc, peer, bc->streams);
+    report_bad(bc, comm);
+}
+
+bool tide__stream_gate_ready(struct tide__board_op *op, int *peer)
+{
+    struct tide__board_comm *bc = op->bc;
+    if (bc->done < op->prev) {
+        *peer = bc->world[bc->me];
+        return false;
+    }
+    if (bc->streams < bc->seen + STREAM_HALF)
+        return true;
+    /* Held: wait until the peer is within a quarter of us, looking at
+     * one entry of it meanwhile, then at all of them at once.  Looking
+     * each call at whatever it wrote since took its lines from under
+     * it, as fast as it wrote them. */
+    int q = peer_of(bc);
+    struct board *b = tide__board_peer(bc, q);
+    uint64_t at = bc->streams - STREAM_QUARTER;
+    if (b && !not_yet(bc, at, load(&entry_at(b, at)->tag))) {
+        look(bc, b, bc->streams);
+        if (bc->streams < bc->seen + STREAM_HALF)
+            return true;
+    }
+    *peer = bc->world[q];
+    return false;
+}
+
+void tide__stream_gate_passed(struct tide__board_op *op)
+{
+    report_bad(op->bc, op->c.req.comm);
+}
+
+void tide__stream_publish(struct tide__board_op *op)
+{
+    struct tide__board_comm *bc = op->bc;
+    uint64_t i = bc->streams++;
+    struct board_entry *e = entry_at(bc->mine, i);
+    const void *src;
+    size_t bytes = op->algo->part(op, &src);
+    if (bytes)
+        memcpy(e->part, src, bytes);
+    atomic_store_explicit(&e->tag, tag_of(&op->c.req.sig, op->c.req.seq), memory_order_release);
+    op->stream_at = i;
+    op->parts[op->me] = e->part;
+}
+
+/* A reader rings its root only where the root may wait for it: at a full
+ * ring, for the entry at the next quarter's start (tide__stream_gate_ready
+ * holds it until `seen` moves, and look moves it over that entry). */
+void tide__stream_raise(struct tide__board_op *op)
+{
+    struct tide__board_comm *bc = op->bc;
+    if (!tide__board_is_root(op) && op->stream_at % STREAM_QUARTER)
+        return;
+    struct tide__transport *tp = op->c.req.ctx->tp;
+    tp->ops->board_raise(tp, bc->others, 1);
+}
+
+bool tide__stream_ready(struct tide__board_op *op, int *peer)
+{
+    if (tide__board_is_root(op))
+        return true;
+    struct tide__board_comm *bc = op->bc;
+    int q = op->c.root;
+    struct board *b = tide__board_peer(bc, q);
+    if (b) {
+        uint64_t tag = load(&entry_at(b, op->stream_at)->tag);
+        /* Its entry, or one of a later collective, or its header past us
+         * (the root called another collective): tide__stream_take says. */
+        if (!not_yet(bc, op->stream_at, tag) || load(&b->posted) >= op->c.req.seq)
+            return true;
+    }
+    *peer = bc->world[q];
+    return false;
+}
+
+/* The root's entry is there and as ours: its part is op->parts[root]. */
+static bool take_plain(struct tide__board_op *op)
+{
+    struct tide__board_comm *bc = op->bc;
+    int q = op->c.root;
+    struct board *b = bc->peer[q];
+    if (!b)
+        return false;
+    struct board_entry *e = entry_at(b, op->stream_at);
+    if (load(&e->tag) != tag_of(&op->c.req.sig, op->c.req.seq) ||
+        load(bc->peer_key[q]) != bc->key)
+        return false;
+    op->parts[q] = e->part;
+    if (bc->seen == op->stream_at)
+        bc->seen++;
+    return true;
+}
+
+bool tide__stream_plain(struct tide__board_op *op)
+{
+    return tide__board_is_root(op) || take_plain(op);
+}
+
+/* This reader's entry at index was for nothing: the root called another
+ * collective there.  Give the index back, so that our next stream
+ * broadcast pairs with the root's next; the entry goes blank (not_yet)
+ * until then. */
+static void give_back(struct tide__board_comm *bc, uint64_t index)
+{
+    atomic_store_explicit(&entry_at(bc->mine, index)->tag, 0, memory_order_release);
+    bc->streams = index;
+    if (bc->seen > index)
+        bc->seen = index;
+    if (bc->stream_bad > index)
+        bc->stream_bad = 0;
+}
+
+bool tide__stream_take(struct tide__board_op *op)
+{
+    if (tide__stream_plain(op))
+        return true;
+    struct tide__board_comm *bc = op->bc;
+    tide_req *req = &op->c.req;
+    int q = op->c.root;
+    struct board *b = bc->peer[q];
+    struct board_entry *e = entry_at(b, op->stream_at);
+    uint64_t tag = load(&e->tag);
+    struct tide__frame theirs;
+    if (seq_of(tag) == seq_of(req->seq) && load(bc->peer_key[q]) == bc->key) {
+        /* Another broadcast.  The root's look finds it too, and reports
+         * it late unless our word came first (async_error.c keeps one). */
+        if (bc->seen == op->stream_at)
+            bc->seen++;
+        sig_of(tag, &theirs);
+        theirs.comm_id = req->comm->id;
+        tide__fail_mismatch(req, bc->world[q], &theirs);
+        return false;
+    }
+    give_back(bc, op->stream_at);
+    if (load(bc->peer_key[q]) != bc->key) {
+        tide__req_fail(req, TIDE_EMISMATCH, "rank %d no longer holds this communicator's board: "
+                       "it freed the communicator", bc->world[q]);
+    } else if (tide__board_head_of(b, 0, req->seq, &theirs) >= 0) {
+        theirs.comm_id = req->comm->id;
+        theirs.seq = req->seq;
+        tide__fail_mismatch(req, bc->world[q], &theirs);
+    } else if (!not_yet(bc, op->stream_at, tag)) {
+        tide__req_fail(req, TIDE_EMISMATCH, "rank %d streamed a broadcast as collective %llu "
+                       "and published nothing for this one", bc->world[q],
+                       (unsigned long long)seq_of(tag));
+    } else {
+        op->phase = PH_SKIPPED; /* its account (a poison frame), or the deadline, ends us */
+        op->skipper = bc->world[q];
+    }
+    return false;
+}
+
+bool tide__stream_went_by(struct tide__board_comm *bc, int q, uint64_t seq, struct tide__frame *sig,
+                          bool consume)
+{
+    struct board *b = bc->peer[q];
+    uint64_t i = bc->streams;
+    uint64_t tag = b ? load(&entry_at(b, i)->tag) : 0;
+    if (!tag || seq_of(tag) != seq_of(seq))
+        return false;
+    sig_of(tag, sig);
+    if (sig->root != q)
+        return false; /* an acknowledgement: q waits for our part, and finds our header */
+    if (!consume)
+        return true;
+    /* The peer wrote its entry at i, so it read all of ours before i:
+     * ours at i may go (the flow control's first half).  Marked, so that
+     * the peer's look reports it at once, and ours passes it. */
+    atomic_store_explicit(&entry_at(bc->mine, i)->tag, seq_of(seq) | REPORTED,
+                          memory_order_release);
+    bc->streams = i + 1;
+    if (bc->seen == i)
+        bc->seen++;
+    return true;
+}
+
+void tide__stream_clear(struct board *b)
+{
+    for (int i = 0; i < STREAM_ENTRIES; i++)
+        atomic_store_explicit(&b->ring[i].tag, 0, memory_order_relaxed);
+}
