@@ -46,7 +46,7 @@
 #include <string.h>
 
 #define STREAM_HALF (STREAM_ENTRIES / 2)
-#define STREAM_QUARTER (STREAM_ENTRIES / 4)
+#define STREAM_STEP 32 /* a held root waits for the reader's next block of this many */
 #define SEQ_BITS 40
 #define SEQ_MASK (((uint64_t)1 << SEQ_BITS) - 1)
 #define CODE_VALID ((uint64_t)1 << 13) /* in every code, so no tag is 0 */
@@ -187,13 +187,12 @@ bool tide__stream_gate_ready(struct tide__board_op *op, int *peer)
     }
     if (bc->streams < bc->seen + STREAM_HALF)
         return true;
-    /* Held: wait until the peer is within a quarter of us, looking at
-     * one entry of it meanwhile, then at all of them at once.  Looking
-     * each call at whatever it wrote since took its lines from under
-     * it, as fast as it wrote them. */
+    /* Held: wait for the peer's entry at the end of the block of
+     * STREAM_STEP that `seen` is in, looking at that one entry only
+     * meanwhile, then at all up to it at once. */
     int q = peer_of(bc);
     struct board *b = tide__board_peer(bc, q);
-    uint64_t at = bc->streams - STREAM_QUARTER;
+    uint64_t at = bc->seen - bc->seen % STREAM_STEP + STREAM_STEP - 1;
     if (b && !not_yet(bc, at, load(&entry_at(b, at)->tag))) {
         look(bc, b, bc->streams);
         if (bc->streams < bc->seen + STREAM_HALF)
@@ -228,7 +227,7 @@ void tide__stream_publish(struct tide__board_op *op)
 void tide__stream_raise(struct tide__board_op *op)
 {
     struct tide__board_comm *bc = op->bc;
-    if (!tide__board_is_root(op) && op->stream_at % STREAM_QUARTER)
+    if (!tide__board_is_root(op) && (op->stream_at + 1) % STREAM_STEP)
         return;
     struct tide__transport *tp = op->c.req.ctx->tp;
     tp->ops->board_raise(tp, bc->others, 1);
