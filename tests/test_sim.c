@@ -534,6 +534,43 @@ static void many_boards_in_flight(void **state)
     tide_sim_destroy(sim);
 }
 
+/* 1,500 stream broadcasts of 4 bytes in flight on 2 ranks (the first
+ * 700 from rank 0, the next from rank 1), a board all-reduce every 100th:
+ * over the simulated network too the stream pairs them in order, and a
+ * root that fills half its ring waits for its reader's block to end
+ * (collectives/board_stream.c) rather than for its deadline. */
+static void stream_in_flight(void **state)
+{
+    (void)state;
+    enum { K = 1500 };
+    tide_comm *comms[2];
+    tide_sim_config cfg;
+    board_config(&cfg, 11);
+    tide_sim *sim = make(2, &cfg, comms);
+    static int32_t v[2][K];
+    static tide_req *req[2][K];
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < K; k++) {
+            int root = k / 700 % 2;
+            v[r][k] = r == root ? k * 7 : -1;
+            int rc = k % 100 == 50
+                         ? tide_iallreduce(comms[r], TIDE_IN_PLACE, &v[r][k], 1, TIDE_INT32,
+                                           TIDE_SUM, &req[r][k])
+                         : tide_ibroadcast(comms[r], &v[r][k], 1, TIDE_INT32, root, &req[r][k]);
+            assert_int_equal(rc, 0);
+        }
+    assert_int_equal(tide_sim_run(sim), 0);
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < K; k++) {
+            assert_int_equal(tide_wait(req[r][k], 0), 0);
+            int sum = k % 100 == 50;
+            assert_string_equal(tide_req_algorithm(req[r][k]), sum ? "board" : "stream");
+            assert_int_equal(v[r][k], sum ? k * 7 - 1 : k * 7);
+            tide_req_free(req[r][k]);
+        }
+    tide_sim_destroy(sim);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -547,6 +584,7 @@ int main(void)
         cmocka_unit_test(programs_split_and_reduce),
         cmocka_unit_test(runs_are_reproducible),
         cmocka_unit_test(boards_give_right_results),
+        cmocka_unit_test(stream_in_flight),
         cmocka_unit_test(boards_only_inside_a_host),
         cmocka_unit_test(board_crash_fails_peers_with_epeer),
         cmocka_unit_test(board_absent_rank_fails_at_deadline),

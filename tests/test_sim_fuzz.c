@@ -481,6 +481,7 @@ static bool moves_data(const struct rank_run *rr, int i, int n)
 
 static uint64_t hier_ran; /* hierarchical all-reduces that succeeded, on all ranks */
 static uint64_t board_ran; /* board collectives that succeeded, on all ranks */
+static uint64_t stream_ran; /* of which through the stream (collectives/board_stream.c) */
 
 static void check_rank(struct rank_run *rr)
 {
@@ -504,7 +505,9 @@ static void check_rank(struct rank_run *rr)
         else if (!rc)
             check_result(sl);
         hier_ran += !rc && !strcmp(tide_req_algorithm(sl->req), "hier");
-        board_ran += !rc && !strncmp(tide_req_algorithm(sl->req), "board", 5);
+        board_ran += !rc && (!strncmp(tide_req_algorithm(sl->req), "board", 5) ||
+                             !strcmp(tide_req_algorithm(sl->req), "stream"));
+        stream_ran += !rc && !strcmp(tide_req_algorithm(sl->req), "stream");
         tide_req_free(sl->req);
         free(sl->send);
         free(sl->recv);
@@ -684,9 +687,10 @@ int main(int argc, char **argv)
         ran++;
     }
     printf("%llu %s schedules from seed %llu: %d failed; %llu hierarchical all-reduces and "
-           "%llu board collectives ran\n",
+           "%llu board collectives (%llu through the stream) ran\n",
            (unsigned long long)ran, faults ? "fault" : "fault-free", (unsigned long long)first,
-           failures, (unsigned long long)hier_ran, (unsigned long long)board_ran);
+           failures, (unsigned long long)hier_ran, (unsigned long long)board_ran,
+           (unsigned long long)stream_ran);
     /* A run long enough to have drawn even hosts and boards must have
      * run some of each: one never chosen would leave its state machines
      * unfuzzed. */
