@@ -1,4 +1,4 @@
-/* board_stream.c - the stream: 2-rank broadcasts of up to 8 bytes on
+/* board_stream.c - the stream: 2-rank broadcasts of up to 64 bytes on
  * boards, with no header, no `posted` and no gate crossing per call.
  *
  * Why.  On boards a broadcast's root stores to its header and `posted`
@@ -7,16 +7,19 @@
  * call's few hundred stores fill the store buffer behind that one: the
  * root waited out a line crossing every call, 0.32 us a call against
  * Open MPI vader's 0.11 (docs/small-messages.md, "Counting instead of
- * timing").  Here the root writes one 16-byte entry {tag, part} into the
- * ring of its board (engine/board.h), four entries a cache line, and
- * nothing else its reader reads.
+ * timing").  Here the root writes its part into the ring of its board
+ * (engine/board.h) in 16-byte entries {tag, 8 bytes of part}, four a
+ * cache line, and nothing else its reader reads.  A part of more than 8
+ * bytes takes consecutive entries, each with the same tag (the first's
+ * stored last), so that every entry says whose it is.
  *
- * Both ranks write an entry for every stream broadcast, at the same
- * index (a communicator's stream broadcasts pair up in order, as all its
- * collectives do): the root its part, the reader an acknowledgement,
- * written before it reads.  A tag holds the collective's sequence (low
+ * Both ranks write entries for every stream broadcast, as many and at the
+ * same index (a communicator's stream broadcasts pair up in order, as
+ * all its collectives do): the root its part, the reader an
+ * acknowledgement (the tags alone), written before it reads.  A tag holds the collective's sequence (low
  * SEQ_BITS bits) and a code of the caller's signature (dtype, count and
- * root: the kind and algorithm are the stream's), so that
+ * root: the kind and algorithm are the stream's; the count and dtype
+ * give the entries it takes), so that
  *   - a reader compares the root's code with its own: another broadcast
  *     is a mismatch at once, named as for headers;
  *   - two ranks that both think the other the root each find the
@@ -29,12 +32,12 @@
  *     the stream (tide__stream_went_by) fails it as a mismatch, and a
  *     reader whose root posted a header instead finds that header.
  *
- * The same look is the flow control.  A rank writes its entry at index k
+ * The same look is the flow control.  A rank writes an entry at index k
  * only once the peer's entries up to k - STREAM_HALF are looked at
- * (`seen`).  The peer writes its entry at i only after its broadcast
- * i - 1 ended, so every entry of ours up to k - STREAM_HALF - 1, which
- * includes k - N (the one k overwrites), was read.  And the peer writes
- * its entry at k, over its k - N, only after it saw ours at k -
+ * (`seen`).  The peer writes an entry at i only after its broadcasts
+ * before i ended, so every entry of ours up to k - STREAM_HALF - 1,
+ * which includes k - N (the one k overwrites), was read.  And the peer
+ * writes its entry at k, over its k - N, only after it saw ours at k -
  * STREAM_HALF, which we wrote after seeing its k - N: none goes
  * unlooked-at.  A root thus looks at the reader's ring once in
  * STREAM_HALF calls, and a reader at the root's entries as it reads
@@ -47,11 +50,12 @@
 
 #define STREAM_HALF (STREAM_ENTRIES / 2)
 #define STREAM_STEP 32 /* a held root waits for the reader's next block of this many */
+#define STREAM_SPAN (STREAM_MAX_BYTES / STREAM_PART) /* the most entries a part takes */
 #define SEQ_BITS 40
 #define SEQ_MASK (((uint64_t)1 << SEQ_BITS) - 1)
-#define CODE_VALID ((uint64_t)1 << 13) /* in every code, so no tag is 0 */
-#define REPORTED ((uint64_t)1 << 63)   /* this rank called another collective here
-                                          (tide__stream_went_by) */
+#define CODE_VALID ((uint64_t)1 << 16) /* in every code, so no tag is 0 */
+#define REPORTED ((uint64_t)1 << 63)   /* on the peer's tag: this rank called another
+                                          collective there (tide__stream_went_by) */
 
 static uint64_t load(_Atomic uint64_t *w)
 {
@@ -71,10 +75,10 @@ static bool later(uint64_t a, uint64_t b)
 }
 
 /* What may differ between two stream broadcasts (select.c takes the
- * stream for up to 8 bytes on 2 ranks: count < 16, root < 2). */
+ * stream for up to 64 bytes on 2 ranks: count < 128, root < 2). */
 static uint64_t code_of(const struct tide__frame *sig)
 {
-    return (uint64_t)sig->dtype | (sig->count & 15) << 8 | (uint64_t)(sig->root & 1) << 12 |
+    return (uint64_t)sig->dtype | (sig->count & 127) << 8 | (uint64_t)(sig->root & 1) << 15 |
            CODE_VALID;
 }
 
@@ -83,7 +87,7 @@ static uint64_t tag_of(const struct tide__frame *sig, uint64_t seq)
     return seq_of(seq) | code_of(sig) << SEQ_BITS;
 }
 
-/* The signature a peer's entry stands for. */
+/* The signature a tag stands for. */
 static void sig_of(uint64_t tag, struct tide__frame *sig)
 {
     uint64_t code = (tag & ~REPORTED) >> SEQ_BITS;
@@ -91,11 +95,26 @@ static void sig_of(uint64_t tag, struct tide__frame *sig)
         .kind = TIDE_KIND_BROADCAST,
         .dtype = (uint8_t)code,
         .redop = TIDE_SUM, /* calls.c's for a broadcast */
-        .root = (int32_t)(code >> 12 & 1),
-        .count = code >> 8 & 15,
+        .root = (int32_t)(code >> 15 & 1),
+        .count = code >> 8 & 127,
         .flags = tide__algo_id(&tide__algo_board_stream),
         .seq = seq_of(tag),
     };
+}
+
+/* The entries a part of `bytes` takes: one for each 8 bytes, at least one. */
+static uint64_t entries_for(size_t bytes)
+{
+    return bytes <= STREAM_PART ? 1 : (bytes + STREAM_PART - 1) / STREAM_PART;
+}
+
+/* The entries of the broadcast a tag names, whoever wrote it. */
+static uint64_t entries_of(uint64_t tag)
+{
+    struct tide__frame sig;
+    sig_of(tag, &sig);
+    uint64_t k = entries_for(sig.count * tide_dtype_size((tide_dtype)sig.dtype));
+    return k < STREAM_SPAN ? k : STREAM_SPAN;
 }
 
 static struct board_entry *entry_at(struct board *b, uint64_t index)
@@ -108,34 +127,56 @@ static int peer_of(const struct tide__board_comm *bc)
     return 1 - bc->me;
 }
 
-/* The sequence of our stream broadcast before index (0: none). */
-static uint64_t seq_before(struct tide__board_comm *bc, uint64_t index)
+/* Copy the `bytes - off` bytes from `off` (at most an entry's part):
+ * a whole part as one move, which the compiler inlines. */
+static void copy_part(uint8_t *to, const uint8_t *from, size_t bytes, size_t off)
 {
-    return index ? seq_of(load(&entry_at(bc->mine, index - 1)->tag)) : 0;
+    if (bytes - off >= STREAM_PART)
+        memcpy(to, from, STREAM_PART);
+    else
+        memcpy(to, from, bytes - off);
 }
 
-/* Whether the peer's tag at index is from a lap before (or none): it has
- * not written this one yet. */
+/* Tag k entries of ours from index, the first last (its tag is what the
+ * peer waits on), with the part from src (bytes of it; none for an
+ * acknowledgement). */
+static void put(struct tide__board_comm *bc, uint64_t index, uint64_t k, uint64_t tag,
+                const void *src, size_t bytes)
+{
+    for (uint64_t j = k; j-- > 0;) {
+        struct board_entry *e = entry_at(bc->mine, index + j);
+        size_t off = j * STREAM_PART;
+        if (off < bytes)
+            copy_part(e->part, (const uint8_t *)src + off, bytes, off);
+        atomic_store_explicit(&e->tag, tag, j ? memory_order_relaxed : memory_order_release);
+    }
+}
+
+/* Whether the peer's tag at our first entry `index` is from a lap before
+ * (or none): it has not written this broadcast yet.  Our entry before
+ * index is our broadcast before (each of its entries carries its tag). */
 static bool not_yet(struct tide__board_comm *bc, uint64_t index, uint64_t tag)
 {
-    return !tag || !later(seq_of(tag), seq_before(bc, index));
+    uint64_t before = index ? seq_of(load(&entry_at(bc->mine, index - 1)->tag)) : 0;
+    return !tag || !later(seq_of(tag), before);
 }
 
-/* Look at the peer's entries from `seen` up to `upto` (not past ours):
- * seen moves over every one it wrote, and the first unlike ours is kept
- * in stream_bad for report_bad. */
+/* Look at the peer's entries from `seen` up to `upto` (ours end there),
+ * a broadcast at a time: seen moves over every one the peer wrote, and
+ * the first unlike ours is kept in stream_bad for report_bad. */
 static void look(struct tide__board_comm *bc, struct board *peer, uint64_t upto)
 {
-    for (; bc->seen < upto; bc->seen++) {
+    while (bc->seen < upto) {
         uint64_t i = bc->seen;
         uint64_t ours = load(&entry_at(bc->mine, i)->tag);
         uint64_t theirs = load(&entry_at(peer, i)->tag);
-        if (theirs == ours || (ours & REPORTED))
-            continue;
-        if (not_yet(bc, i, theirs))
-            return;
-        if (!bc->stream_bad)
-            bc->stream_bad = i + 1;
+        if (theirs != ours && !(ours & REPORTED)) {
+            if (not_yet(bc, i, theirs))
+                return;
+            if (!bc->stream_bad)
+                bc->stream_bad = i + 1;
+        }
+        bc->seen = i + entries_of(ours);
     }
 }
 
@@ -178,6 +219,20 @@ void tide__stream_check(struct tide__board_comm *bc, tide_comm *comm)
     report_bad(bc, comm);
 }
 
+/* The entries this broadcast takes. */
+static uint64_t entries(const struct tide__board_op *op)
+{
+    return entries_for(op->c.count * op->c.esize);
+}
+
+/* Whether the peer wrote its entry at `index` (any of a broadcast's),
+ * which we wrote already: its tag is not older than ours there. */
+static bool written(struct tide__board_comm *bc, struct board *peer, uint64_t index)
+{
+    uint64_t theirs = load(&entry_at(peer, index)->tag);
+    return theirs && !later(seq_of(load(&entry_at(bc->mine, index)->tag)), seq_of(theirs));
+}
+
 bool tide__stream_gate_ready(struct tide__board_op *op, int *peer)
 {
     struct tide__board_comm *bc = op->bc;
@@ -185,7 +240,8 @@ bool tide__stream_gate_ready(struct tide__board_op *op, int *peer)
         *peer = bc->world[bc->me];
         return false;
     }
-    if (bc->streams < bc->seen + STREAM_HALF)
+    uint64_t k = entries(op);
+    if (bc->streams + k <= bc->seen + STREAM_HALF)
         return true;
     /* Held: wait for the peer's entry at the end of the block of
      * STREAM_STEP that `seen` is in, looking at that one entry only
@@ -193,9 +249,9 @@ bool tide__stream_gate_ready(struct tide__board_op *op, int *peer)
     int q = peer_of(bc);
     struct board *b = tide__board_peer(bc, q);
     uint64_t at = bc->seen - bc->seen % STREAM_STEP + STREAM_STEP - 1;
-    if (b && !not_yet(bc, at, load(&entry_at(b, at)->tag))) {
+    if (b && written(bc, b, at)) {
         look(bc, b, bc->streams);
-        if (bc->streams < bc->seen + STREAM_HALF)
+        if (bc->streams + k <= bc->seen + STREAM_HALF)
             return true;
     }
     *peer = bc->world[q];
@@ -210,24 +266,23 @@ void tide__stream_gate_passed(struct tide__board_op *op)
 void tide__stream_publish(struct tide__board_op *op)
 {
     struct tide__board_comm *bc = op->bc;
-    uint64_t i = bc->streams++;
-    struct board_entry *e = entry_at(bc->mine, i);
+    uint64_t i = bc->streams, k = entries(op);
     const void *src;
-    size_t bytes = op->algo->part(op, &src);
-    if (bytes)
-        memcpy(e->part, src, bytes);
-    atomic_store_explicit(&e->tag, tag_of(&op->c.req.sig, op->c.req.seq), memory_order_release);
+    size_t bytes = op->algo->part(op, &src); /* 0: the reader acknowledges */
+    put(bc, i, k, tag_of(&op->c.req.sig, op->c.req.seq), src, bytes);
+    bc->streams = i + k;
     op->stream_at = i;
-    op->parts[op->me] = e->part;
+    op->parts[op->me] = entry_at(bc->mine, i)->part;
 }
 
 /* A reader rings its root only where the root may wait for it: at a full
- * ring, for the entry at the next quarter's start (tide__stream_gate_ready
- * holds it until `seen` moves, and look moves it over that entry). */
+ * ring, for the entry at the end of a block of STREAM_STEP
+ * (tide__stream_gate_ready). */
 void tide__stream_raise(struct tide__board_op *op)
 {
     struct tide__board_comm *bc = op->bc;
-    if (!tide__board_is_root(op) && (op->stream_at + 1) % STREAM_STEP)
+    uint64_t i = op->stream_at;
+    if (!tide__board_is_root(op) && i / STREAM_STEP == (i + entries(op)) / STREAM_STEP)
         return;
     struct tide__transport *tp = op->c.req.ctx->tp;
     tp->ops->board_raise(tp, bc->others, 1);
@@ -251,21 +306,24 @@ bool tide__stream_ready(struct tide__board_op *op, int *peer)
     return false;
 }
 
-/* The root's entry is there and as ours: its part is op->parts[root]. */
+/* The root's entries are there and as ours: its part, gathered out of
+ * them, is op->parts[root] (in own_tiny, which a reader has no use for). */
 static bool take_plain(struct tide__board_op *op)
 {
     struct tide__board_comm *bc = op->bc;
     int q = op->c.root;
     struct board *b = bc->peer[q];
-    if (!b)
-        return false;
-    struct board_entry *e = entry_at(b, op->stream_at);
-    if (load(&e->tag) != tag_of(&op->c.req.sig, op->c.req.seq) ||
+    uint64_t i = op->stream_at, k = entries(op);
+    if (!b || load(&entry_at(b, i)->tag) != tag_of(&op->c.req.sig, op->c.req.seq) ||
         load(bc->peer_key[q]) != bc->key)
         return false;
-    op->parts[q] = e->part;
-    if (bc->seen == op->stream_at)
-        bc->seen++;
+    size_t bytes = op->c.count * op->c.esize;
+    for (uint64_t j = 0; j < k; j++)
+        copy_part(op->own_tiny + j * STREAM_PART, entry_at(b, i + j)->part, bytes,
+                  j * STREAM_PART);
+    op->parts[q] = op->own_tiny;
+    if (bc->seen == i)
+        bc->seen = i + k;
     return true;
 }
 
@@ -274,18 +332,37 @@ bool tide__stream_plain(struct tide__board_op *op)
     return tide__board_is_root(op) || take_plain(op);
 }
 
-/* This reader's entry at index was for nothing: the root called another
- * collective there.  Give the index back, so that our next stream
- * broadcast pairs with the root's next; the entry goes blank (not_yet)
- * until then. */
-static void give_back(struct tide__board_comm *bc, uint64_t index)
+/* This reader's entries from index were for nothing: the root called
+ * another collective there.  Give them back, so that our next stream
+ * broadcast pairs with the root's next; they go blank (not_yet) until
+ * then. */
+static void give_back(struct tide__board_comm *bc, uint64_t index, uint64_t k)
 {
-    atomic_store_explicit(&entry_at(bc->mine, index)->tag, 0, memory_order_release);
+    for (uint64_t j = 0; j < k; j++)
+        atomic_store_explicit(&entry_at(bc->mine, index + j)->tag, 0, memory_order_release);
     bc->streams = index;
     if (bc->seen > index)
         bc->seen = index;
     if (bc->stream_bad > index)
         bc->stream_bad = 0;
+}
+
+/* The root wrote another broadcast at our index (tag, its entries k):
+ * take as many entries as it did, so that the next ones pair up.  Ours
+ * keep our tag (the root's look reports the difference, or not if our
+ * word came first: async_error.c keeps one report a collective). */
+static void take_as_root_did(struct tide__board_op *op, uint64_t tag)
+{
+    struct tide__board_comm *bc = op->bc;
+    uint64_t i = op->stream_at, ours = entries(op), theirs = entries_of(tag);
+    uint64_t mine = load(&entry_at(bc->mine, i)->tag);
+    for (uint64_t j = ours; j < theirs; j++)
+        atomic_store_explicit(&entry_at(bc->mine, i + j)->tag, mine, memory_order_release);
+    for (uint64_t j = theirs; j < ours; j++)
+        atomic_store_explicit(&entry_at(bc->mine, i + j)->tag, 0, memory_order_release);
+    bc->streams = i + theirs;
+    if (bc->seen == i)
+        bc->seen = i + theirs;
 }
 
 bool tide__stream_take(struct tide__board_op *op)
@@ -296,20 +373,16 @@ bool tide__stream_take(struct tide__board_op *op)
     tide_req *req = &op->c.req;
     int q = op->c.root;
     struct board *b = bc->peer[q];
-    struct board_entry *e = entry_at(b, op->stream_at);
-    uint64_t tag = load(&e->tag);
+    uint64_t tag = load(&entry_at(b, op->stream_at)->tag);
     struct tide__frame theirs;
     if (seq_of(tag) == seq_of(req->seq) && load(bc->peer_key[q]) == bc->key) {
-        /* Another broadcast.  The root's look finds it too, and reports
-         * it late unless our word came first (async_error.c keeps one). */
-        if (bc->seen == op->stream_at)
-            bc->seen++;
+        take_as_root_did(op, tag); /* another broadcast */
         sig_of(tag, &theirs);
         theirs.comm_id = req->comm->id;
         tide__fail_mismatch(req, bc->world[q], &theirs);
         return false;
     }
-    give_back(bc, op->stream_at);
+    give_back(bc, op->stream_at, entries(op));
     if (load(bc->peer_key[q]) != bc->key) {
         tide__req_fail(req, TIDE_EMISMATCH, "rank %d no longer holds this communicator's board: "
                        "it freed the communicator", bc->world[q]);
@@ -341,14 +414,15 @@ bool tide__stream_went_by(struct tide__board_comm *bc, int q, uint64_t seq, stru
         return false; /* an acknowledgement: q waits for our part, and finds our header */
     if (!consume)
         return true;
-    /* The peer wrote its entry at i, so it read all of ours before i:
-     * ours at i may go (the flow control's first half).  Marked, so that
-     * the peer's look reports it at once, and ours passes it. */
-    atomic_store_explicit(&entry_at(bc->mine, i)->tag, seq_of(seq) | REPORTED,
-                          memory_order_release);
-    bc->streams = i + 1;
+    /* The peer wrote its entries from i, so it read all of ours before
+     * i: ours there may go (the flow control's first half).  Marked with
+     * its tag, so that its look reports the mark at once, and ours steps
+     * over as many entries as it took. */
+    uint64_t k = entries_of(tag);
+    put(bc, i, k, tag | REPORTED, NULL, 0);
+    bc->streams = i + k;
     if (bc->seen == i)
-        bc->seen++;
+        bc->seen = i + k;
     return true;
 }
 

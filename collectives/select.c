@@ -231,10 +231,10 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
  * from another 2-core machine: left to messages until the 16-core host
  * says.) */
 /* Whether a broadcast of `bytes` may take the stream (board_stream.c):
- * boards, 2 ranks, a part that fits an entry. */
+ * boards, 2 ranks, up to 64 bytes. */
 static bool streams(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
-    return kind == TIDE_KIND_BROADCAST && comm->size == 2 && bytes <= STREAM_PART &&
+    return kind == TIDE_KIND_BROADCAST && comm->size == 2 && bytes <= STREAM_MAX_BYTES &&
            tide__board_fits(kind, comm, bytes);
 }
 

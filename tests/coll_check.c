@@ -100,11 +100,11 @@ static bool board_fits(const struct ccase *k, int n)
 }
 
 /* Whether k may take the stream (collectives/board_stream.c): a
- * broadcast of up to 8 bytes on 2 ranks that share memory. */
+ * broadcast of up to 64 bytes on 2 ranks that share memory. */
 static bool stream_fits(const struct ccase *k, int n)
 {
     return k->coll == C_BROADCAST && n == 2 && coll_boards_run(n) &&
-           k->count * tide_dtype_size(k->dtype) <= 8;
+           k->count * tide_dtype_size(k->dtype) <= 64;
 }
 
 /* The forced name, or one of the collective's names when there is no

@@ -882,23 +882,29 @@ static void ahead_body(tide_comm *world, void *arg)
     EXPECT(tide_comm_async_error(world, &late) == 0, "a late report: %s", late);
 }
 
-/* The reader calls another broadcast (two elements, not one) at call
- * 20 of a stream its root runs ahead of: its own call fails, and the
- * root, whose call of it succeeded, learns of it late: from one of its
- * next calls or, after the last, by polling.  The call that tells it
- * runs no collective (async_error.c), so the root makes that one again
- * and the two stay paired. */
+/* The reader calls another broadcast (two elements, not one; arg
+ * "stream16": sixteen, through the stream) at call 20 of a stream its
+ * root runs ahead of: its own call fails, and the root, whose call of it
+ * succeeded, learns of it late: from one of its next calls or, after the
+ * last, by polling.  The call that tells it runs no collective
+ * (async_error.c), so the root makes that one again and the two stay
+ * paired. */
 #define AHEAD_BAD_CALL 20
 static void ahead_mismatch_body(tide_comm *world, void *arg)
 {
     int r = tide_comm_rank(world);
     int told = 0;
-    const char *msg = "";
-    setenv("TIDE_ALGO_BROADCAST", arg ? (const char *)arg : "board", 1);
+    const char *msg = "", *algo = arg ? (const char *)arg : "board";
+    int bad_count = 2;
+    if (!strcmp(algo, "stream16")) { /* 64 bytes: eight stream entries against one */
+        algo = "stream";
+        bad_count = 16;
+    }
+    setenv("TIDE_ALGO_BROADCAST", algo, 1);
     for (int k = 0; k < 40; k++) {
-        int32_t v[2] = {r == 0 ? k : -1, r == 0 ? k : -1};
+        int32_t v[16] = {r == 0 ? k : -1, r == 0 ? k : -1};
         bool bad = r == 1 && k == AHEAD_BAD_CALL;
-        int rc = tide_broadcast(world, v, bad ? 2 : 1, TIDE_INT32, 0);
+        int rc = tide_broadcast(world, v, bad ? (size_t)bad_count : 1, TIDE_INT32, 0);
         if (bad) {
             EXPECT(rc == TIDE_EMISMATCH, "the mismatched call: %s", tide_err_name(rc));
             continue;
@@ -1068,38 +1074,47 @@ static void rooted_roots_learn_late(void **state)
 
 /* ---- the stream: 2-rank broadcasts of up to 8 bytes ---- */
 
-/* One broadcast of k's shape (its dtype and count vary with k, up to 8
- * bytes) from root, blocking; every element checked. */
+/* One broadcast of k's shape (its dtype and count vary with k, up to 64
+ * bytes: one to eight entries) from root, blocking but every fourth;
+ * every element checked. */
 static void stream_one(tide_comm *world, int k, int root)
 {
     int r = tide_comm_rank(world);
     union {
-        int8_t i8[8];
-        int32_t i32[2];
-        double f64[1];
+        int8_t i8[64];
+        int32_t i32[16];
+        double f64[8];
     } v;
     memset(&v, 0xee, sizeof v);
-    int shape = k % 3, count = shape == 0 ? 1 + k % 8 : shape == 1 ? 1 + k % 2 : 1;
+    int shape = k % 3, count = shape == 0 ? 1 + k % 64 : shape == 1 ? 1 + k % 16 : 1 + k % 8;
     for (int i = 0; i < count && r == root; i++) {
         if (shape == 0)
             v.i8[i] = (int8_t)(k + i);
         else if (shape == 1)
             v.i32[i] = k * 3 + i;
         else
-            v.f64[0] = k + 0.5;
+            v.f64[i] = k + 0.5 * i;
     }
     tide_dtype dt = shape == 0 ? TIDE_INT8 : shape == 1 ? TIDE_INT32 : TIDE_FLOAT64;
-    tide_req *req = NULL;
-    EXPECT_OK(tide_ibroadcast(world, &v, (size_t)count, dt, root, &req));
-    int rc = tide_wait(req, -1);
-    EXPECT(rc == 0, "stream broadcast %d: %s", k, tide_req_message(req));
-    tide_req_free(req);
+    if (k % 4) { /* blocking: the direct path, mostly */
+        EXPECT_OK(tide_broadcast(world, &v, (size_t)count, dt, root));
+    } else {
+        tide_req *req = NULL;
+        EXPECT_OK(tide_ibroadcast(world, &v, (size_t)count, dt, root, &req));
+        int rc = tide_wait(req, -1);
+        EXPECT(rc == 0, "stream broadcast %d: %s", k, tide_req_message(req));
+        EXPECT(!strcmp(tide_req_algorithm(req), "stream"), "broadcast %d ran %s", k,
+               tide_req_algorithm(req));
+        tide_req_free(req);
+    }
     for (int i = 0; i < count; i++) {
         bool ok = shape == 0   ? v.i8[i] == (int8_t)(k + i)
                   : shape == 1 ? v.i32[i] == k * 3 + i
-                               : v.f64[0] == k + 0.5;
+                               : v.f64[i] == k + 0.5 * i;
         EXPECT(ok, "stream broadcast %d (shape %d) element %d is wrong", k, shape, i);
     }
+    EXPECT(shape != 0 || count == 64 || v.i8[count] == (int8_t)0xee,
+           "stream broadcast %d wrote past its %d bytes", k, count);
 }
 
 /* 3000 stream broadcasts whose root changes every 700, the reader
@@ -1269,6 +1284,7 @@ static void stream_mismatches(void **state)
     assert_int_equal(run_on_shm(2, 10, ahead_mismatch_body, (void *)stream), 0);
     assert_int_equal(run_on_shm_with(2, 10, TIDE_PROGRESS_INLINE, ahead_mismatch_body,
                                      (void *)stream), 0);
+    assert_int_equal(run_on_shm(2, 10, ahead_mismatch_body, (void *)"stream16"), 0);
 }
 
 /* ---- 16 ranks ---- */
