@@ -13,13 +13,13 @@
  * bytes takes consecutive entries, each with the same tag (the first's
  * stored last), so that every entry says whose it is.
  *
- * Both ranks write entries for every stream broadcast, as many and at the
- * same index (a communicator's stream broadcasts pair up in order, as
- * all its collectives do): the root its part, the reader an
- * acknowledgement (the tags alone), written before it reads.  A tag holds the collective's sequence (low
- * SEQ_BITS bits) and a code of the caller's signature (dtype, count and
- * root: the kind and algorithm are the stream's; the count and dtype
- * give the entries it takes), so that
+ * Both ranks write entries for every stream broadcast, as many and at
+ * the same index (a communicator's stream broadcasts pair up in order,
+ * as all its collectives do): the root its part, the reader an
+ * acknowledgement (the tags alone), written before it reads.  A tag
+ * holds the collective's sequence (low SEQ_BITS bits) and a code of the
+ * caller's signature (dtype, count and root: the kind and algorithm are
+ * the stream's; the count and dtype give the entries it takes), so that
  *   - a reader compares the root's code with its own: another broadcast
  *     is a mismatch at once, named as for headers;
  *   - two ranks that both think the other the root each find the
@@ -39,10 +39,10 @@
  * which includes k - N (the one k overwrites), was read.  And the peer
  * writes its entry at k, over its k - N, only after it saw ours at k -
  * STREAM_HALF, which we wrote after seeing its k - N: none goes
- * unlooked-at.  A root thus looks at the reader's ring once in
- * STREAM_HALF calls, and a reader at the root's entries as it reads
- * them.  A root held at a full ring waits on a watch like every board
- * collective; the reader rings it where it may wait (raise). */
+ * unlooked-at.  A reader looks at the root's entries as it reads them;
+ * a root at the reader's only once half a ring ahead, and then in blocks
+ * of STREAM_STEP: it waits for the end of the reader's block on a watch,
+ * like every board collective, and the reader rings it there (raise). */
 #include "collectives/board_comm.h"
 
 #include <stdio.h>
