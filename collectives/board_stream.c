@@ -317,11 +317,15 @@ static bool take_plain(struct tide__board_op *op)
     if (!b || load(&entry_at(b, i)->tag) != tag_of(&op->c.req.sig, op->c.req.seq) ||
         load(bc->peer_key[q]) != bc->key)
         return false;
-    size_t bytes = op->c.count * op->c.esize;
-    for (uint64_t j = 0; j < k; j++)
-        copy_part(op->own_tiny + j * STREAM_PART, entry_at(b, i + j)->part, bytes,
-                  j * STREAM_PART);
-    op->parts[q] = op->own_tiny;
+    if (k == 1) {
+        op->parts[q] = entry_at(b, i)->part; /* copy_out takes it from there */
+    } else {
+        size_t bytes = op->c.count * op->c.esize;
+        for (uint64_t j = 0; j < k; j++)
+            copy_part(op->own_tiny + j * STREAM_PART, entry_at(b, i + j)->part, bytes,
+                      j * STREAM_PART);
+        op->parts[q] = op->own_tiny;
+    }
     if (bc->seen == i)
         bc->seen = i + k;
     return true;
