@@ -43,3 +43,11 @@ const struct tide__algo tide__algo_board_allgather = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};
 const struct tide__algo tide__algo_board_gather = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &gather_hooks};
+
+/* The same on 2 ranks through the stream (board_stream.c): the other
+ * rank's block, of up to 8 bytes, comes in one entry. */
+static const struct tide__board_algo stream_gather_hooks = {
+    own_block, own, tide__board_reads_to_root, NULL, gather_at_root, NULL, true};
+
+const struct tide__algo tide__algo_board_stream_gather = {
+    "stream", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &stream_gather_hooks};

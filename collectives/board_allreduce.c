@@ -113,3 +113,11 @@ static const struct tide__board_algo reduce_algo = {
 
 const struct tide__algo tide__algo_board_reduce = {"board", sizeof(struct tide__board_op),
                                                    &tide__board_vtbl, NULL, NULL, &reduce_algo};
+
+/* The same on 2 ranks through the stream (board_stream.c): the other
+ * rank's vector, of up to 8 bytes, comes in one entry. */
+static const struct tide__board_algo stream_reduce_algo = {
+    whole, own, tide__board_reads_to_root, NULL, reduce_at_root, NULL, true};
+
+const struct tide__algo tide__algo_board_stream_reduce = {
+    "stream", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &stream_reduce_algo};

@@ -1,5 +1,9 @@
-/* board_stream.c - the stream: 2-rank broadcasts of up to 64 bytes on
- * boards, with no header, no `posted` and no gate crossing per call.
+/* board_stream.c - the stream: 2-rank collectives in which one rank
+ * only sends and the other only receives (broadcast and scatter up to 64
+ * bytes, reduce and gather up to 8 a part), on boards, with no header,
+ * no `posted` and no gate crossing per call.  Below, "root" and
+ * "reader" are the sender and the receiver: a reduce's or gather's
+ * sender is the rank that is not its root.
  *
  * Why.  On boards a broadcast's root stores to its header and `posted`
  * each call, lines its reader holds.  x86 commits stores in order, so
@@ -13,15 +17,16 @@
  * bytes takes consecutive entries, each with the same tag (the first's
  * stored last), so that every entry says whose it is.
  *
- * Both ranks write entries for every stream broadcast, as many and at
- * the same index (a communicator's stream broadcasts pair up in order,
+ * Both ranks write entries for every stream collective, as many and at
+ * the same index (a communicator's stream collectives pair up in order,
  * as all its collectives do): the root its part, the reader an
- * acknowledgement (the tags alone), written before it reads.  A tag
- * holds the collective's sequence (low SEQ_BITS bits) and a code of the
- * caller's signature (dtype, count and root: the kind and algorithm are
- * the stream's; the count and dtype give the entries it takes), so that
- *   - a reader compares the root's code with its own: another broadcast
- *     is a mismatch at once, named as for headers;
+ * acknowledgement (the tags, and its own part where it reads it too: a
+ * reduce's or gather's root), written before it reads.  A tag holds the
+ * collective's sequence (low SEQ_BITS bits) and a code of the caller's
+ * signature (kind, operation, dtype, count and root: the algorithm is
+ * the stream's; they give the entries it takes), so that
+ *   - a reader compares the root's code with its own: another call is a
+ *     mismatch at once, named as for headers;
  *   - two ranks that both think the other the root each find the
  *     other's acknowledgement where they look for a part: a mismatch;
  *   - a root compares the reader's entries with its own only in batches
@@ -34,7 +39,7 @@
  *
  * The same look is the flow control.  A rank writes an entry at index k
  * only once the peer's entries up to k - STREAM_HALF are looked at
- * (`seen`).  The peer writes an entry at i only after its broadcasts
+ * (`seen`).  The peer writes an entry at i only after its stream collectives
  * before i ended, so every entry of ours up to k - STREAM_HALF - 1,
  * which includes k - N (the one k overwrites), was read.  And the peer
  * writes its entry at k, over its k - N, only after it saw ours at k -
@@ -74,12 +79,29 @@ static bool later(uint64_t a, uint64_t b)
     return (int64_t)((a - b) << (64 - SEQ_BITS)) > 0;
 }
 
-/* What may differ between two stream broadcasts (select.c takes the
- * stream for up to 64 bytes on 2 ranks: count < 128, root < 2). */
+/* The kinds that stream, in the order of their code: the collectives
+ * one of whose 2 ranks only sends and the other only receives. */
+static const uint8_t kinds[4] = {TIDE_KIND_BROADCAST, TIDE_KIND_REDUCE, TIDE_KIND_GATHER,
+                                 TIDE_KIND_SCATTER};
+static const struct tide__algo *const algos[4] = {
+    &tide__algo_board_stream, &tide__algo_board_stream_reduce, &tide__algo_board_stream_gather,
+    &tide__algo_board_stream_scatter};
+
+static uint64_t kind_code(uint8_t kind)
+{
+    uint64_t i = 0;
+    while (i < 3 && kinds[i] != kind)
+        i++;
+    return i;
+}
+
+/* What may differ between two stream collectives (select.c takes the
+ * stream for up to 64 bytes on 2 ranks: count < 128, root < 2; the
+ * operation is a tide_op, < 16). */
 static uint64_t code_of(const struct tide__frame *sig)
 {
     return (uint64_t)sig->dtype | (sig->count & 127) << 8 | (uint64_t)(sig->root & 1) << 15 |
-           CODE_VALID;
+           CODE_VALID | kind_code(sig->kind) << 17 | (uint64_t)(sig->redop & 15) << 19;
 }
 
 static uint64_t tag_of(const struct tide__frame *sig, uint64_t seq)
@@ -92,14 +114,33 @@ static void sig_of(uint64_t tag, struct tide__frame *sig)
 {
     uint64_t code = (tag & ~REPORTED) >> SEQ_BITS;
     *sig = (struct tide__frame){
-        .kind = TIDE_KIND_BROADCAST,
+        .kind = kinds[code >> 17 & 3],
         .dtype = (uint8_t)code,
-        .redop = TIDE_SUM, /* calls.c's for a broadcast */
+        .redop = (uint8_t)(code >> 19 & 15),
         .root = (int32_t)(code >> 15 & 1),
         .count = code >> 8 & 127,
-        .flags = tide__algo_id(&tide__algo_board_stream),
+        .flags = tide__algo_id(algos[code >> 17 & 3]),
         .seq = seq_of(tag),
     };
+}
+
+/* The rank that sends in a stream collective of kind with root: a
+ * broadcast's or scatter's root, a reduce's or gather's other rank. */
+static int sender_of(uint8_t kind, int root)
+{
+    return kind == TIDE_KIND_BROADCAST || kind == TIDE_KIND_SCATTER ? root : 1 - root;
+}
+
+static int sender(const struct tide__board_op *op)
+{
+    return sender_of(op->c.kind, op->c.root);
+}
+
+/* The bytes the sender's part holds: a scatter's root sends both
+ * blocks, the others one vector or block. */
+static size_t part_bytes(uint8_t kind, size_t count, size_t esize)
+{
+    return (kind == TIDE_KIND_SCATTER ? 2 : 1) * count * esize;
 }
 
 /* The entries a part of `bytes` takes: one for each 8 bytes, at least one. */
@@ -108,12 +149,13 @@ static uint64_t entries_for(size_t bytes)
     return bytes <= STREAM_PART ? 1 : (bytes + STREAM_PART - 1) / STREAM_PART;
 }
 
-/* The entries of the broadcast a tag names, whoever wrote it. */
+/* The entries of the collective a tag names, whoever wrote it. */
 static uint64_t entries_of(uint64_t tag)
 {
     struct tide__frame sig;
     sig_of(tag, &sig);
-    uint64_t k = entries_for(sig.count * tide_dtype_size((tide_dtype)sig.dtype));
+    size_t esize = tide_dtype_size((tide_dtype)sig.dtype);
+    uint64_t k = entries_for(part_bytes(sig.kind, sig.count, esize));
     return k < STREAM_SPAN ? k : STREAM_SPAN;
 }
 
@@ -153,8 +195,9 @@ static void put(struct tide__board_comm *bc, uint64_t index, uint64_t k, uint64_
 }
 
 /* Whether the peer's tag at our first entry `index` is from a lap before
- * (or none): it has not written this broadcast yet.  Our entry before
- * index is our broadcast before (each of its entries carries its tag). */
+ * (or none): it has not written this collective yet.  Our entry before
+ * index is our stream collective before (each of its entries carries
+ * its tag). */
 static bool not_yet(struct tide__board_comm *bc, uint64_t index, uint64_t tag)
 {
     uint64_t before = index ? seq_of(load(&entry_at(bc->mine, index - 1)->tag)) : 0;
@@ -162,7 +205,7 @@ static bool not_yet(struct tide__board_comm *bc, uint64_t index, uint64_t tag)
 }
 
 /* Look at the peer's entries from `seen` up to `upto` (ours end there),
- * a broadcast at a time: seen moves over every one the peer wrote, and
+ * a collective at a time: seen moves over every one the peer wrote, and
  * the first unlike ours is kept in stream_bad for report_bad. */
 static void look(struct tide__board_comm *bc, struct board *peer, uint64_t upto)
 {
@@ -203,8 +246,9 @@ static void report_bad(struct tide__board_comm *bc, tide_comm *comm)
     } else if (seq_of(ours) == seq_of(theirs)) {
         tide__describe_mismatch(bc->ctx, bc->world[q], &other, &mine, text, sizeof text);
     } else {
-        snprintf(text, sizeof text, "rank %d's stream broadcast %llu on this communicator was its "
-                 "collective %llu, this rank's was %llu: the two called other collectives between",
+        snprintf(text, sizeof text, "rank %d's stream collective %llu on this communicator was "
+                 "its collective %llu, this rank's was %llu: the two called other collectives "
+                 "between",
                  bc->world[q], (unsigned long long)i + 1, (unsigned long long)seq_of(theirs),
                  (unsigned long long)seq_of(ours));
     }
@@ -219,13 +263,13 @@ void tide__stream_check(struct tide__board_comm *bc, tide_comm *comm)
     report_bad(bc, comm);
 }
 
-/* The entries this broadcast takes. */
+/* The entries this collective takes. */
 static uint64_t entries(const struct tide__board_op *op)
 {
-    return entries_for(op->c.count * op->c.esize);
+    return entries_for(part_bytes(op->c.kind, op->c.count, op->c.esize));
 }
 
-/* Whether the peer wrote its entry at `index` (any of a broadcast's),
+/* Whether the peer wrote its entry at `index` (any of a collective's),
  * which we wrote already: its tag is not older than ours there. */
 static bool written(struct tide__board_comm *bc, struct board *peer, uint64_t index)
 {
@@ -282,7 +326,7 @@ void tide__stream_raise(struct tide__board_op *op)
 {
     struct tide__board_comm *bc = op->bc;
     uint64_t i = op->stream_at;
-    if (!tide__board_is_root(op) && i / STREAM_STEP == (i + entries(op)) / STREAM_STEP)
+    if (op->me != sender(op) && i / STREAM_STEP == (i + entries(op)) / STREAM_STEP)
         return;
     struct tide__transport *tp = op->c.req.ctx->tp;
     tp->ops->board_raise(tp, bc->others, 1);
@@ -290,10 +334,10 @@ void tide__stream_raise(struct tide__board_op *op)
 
 bool tide__stream_ready(struct tide__board_op *op, int *peer)
 {
-    if (tide__board_is_root(op))
+    if (op->me == sender(op))
         return true;
     struct tide__board_comm *bc = op->bc;
-    int q = op->c.root;
+    int q = sender(op);
     struct board *b = tide__board_peer(bc, q);
     if (b) {
         uint64_t tag = load(&entry_at(b, op->stream_at)->tag);
@@ -306,12 +350,14 @@ bool tide__stream_ready(struct tide__board_op *op, int *peer)
     return false;
 }
 
-/* The root's entries are there and as ours: its part, gathered out of
- * them, is op->parts[root] (in own_tiny, which a reader has no use for). */
+/* The sender's entries are there and as ours: its part, gathered out of
+ * them, is op->parts[sender] (in own_tiny, which a receiver has no
+ * other use for: select.c keeps a part a receiver reads of its own to
+ * one entry, which it reads in place). */
 static bool take_plain(struct tide__board_op *op)
 {
     struct tide__board_comm *bc = op->bc;
-    int q = op->c.root;
+    int q = sender(op);
     struct board *b = bc->peer[q];
     uint64_t i = op->stream_at, k = entries(op);
     if (!b || load(&entry_at(b, i)->tag) != tag_of(&op->c.req.sig, op->c.req.seq) ||
@@ -320,7 +366,7 @@ static bool take_plain(struct tide__board_op *op)
     if (k == 1) {
         op->parts[q] = entry_at(b, i)->part; /* copy_out takes it from there */
     } else {
-        size_t bytes = op->c.count * op->c.esize;
+        size_t bytes = part_bytes(op->c.kind, op->c.count, op->c.esize);
         for (uint64_t j = 0; j < k; j++)
             copy_part(op->own_tiny + j * STREAM_PART, entry_at(b, i + j)->part, bytes,
                       j * STREAM_PART);
@@ -333,12 +379,12 @@ static bool take_plain(struct tide__board_op *op)
 
 bool tide__stream_plain(struct tide__board_op *op)
 {
-    return tide__board_is_root(op) || take_plain(op);
+    return op->me == sender(op) || take_plain(op);
 }
 
 /* This reader's entries from index were for nothing: the root called
  * another collective there.  Give them back, so that our next stream
- * broadcast pairs with the root's next; they go blank (not_yet) until
+ * collective pairs with the root's next; they go blank (not_yet) until
  * then. */
 static void give_back(struct tide__board_comm *bc, uint64_t index, uint64_t k)
 {
@@ -351,11 +397,11 @@ static void give_back(struct tide__board_comm *bc, uint64_t index, uint64_t k)
         bc->stream_bad = 0;
 }
 
-/* The root wrote another broadcast at our index (tag, its entries k):
- * take as many entries as it did, so that the next ones pair up.  Ours
- * keep our tag (the root's look reports the difference, or not if our
- * word came first: async_error.c keeps one report a collective). */
-static void take_as_root_did(struct tide__board_op *op, uint64_t tag)
+/* The sender wrote another collective at our index (tag, its entries
+ * k): take as many entries as it did, so that the next ones pair up.
+ * Ours keep our tag (the sender's look reports the difference, or not if
+ * our word came first: async_error.c keeps one report a collective). */
+static void take_as_sender_did(struct tide__board_op *op, uint64_t tag)
 {
     struct tide__board_comm *bc = op->bc;
     uint64_t i = op->stream_at, ours = entries(op), theirs = entries_of(tag);
@@ -375,12 +421,12 @@ bool tide__stream_take(struct tide__board_op *op)
         return true;
     struct tide__board_comm *bc = op->bc;
     tide_req *req = &op->c.req;
-    int q = op->c.root;
+    int q = sender(op);
     struct board *b = bc->peer[q];
     uint64_t tag = load(&entry_at(b, op->stream_at)->tag);
     struct tide__frame theirs;
     if (seq_of(tag) == seq_of(req->seq) && load(bc->peer_key[q]) == bc->key) {
-        take_as_root_did(op, tag); /* another broadcast */
+        take_as_sender_did(op, tag); /* another stream collective */
         sig_of(tag, &theirs);
         theirs.comm_id = req->comm->id;
         tide__fail_mismatch(req, bc->world[q], &theirs);
@@ -395,7 +441,7 @@ bool tide__stream_take(struct tide__board_op *op)
         theirs.seq = req->seq;
         tide__fail_mismatch(req, bc->world[q], &theirs);
     } else if (!not_yet(bc, op->stream_at, tag)) {
-        tide__req_fail(req, TIDE_EMISMATCH, "rank %d streamed a broadcast as collective %llu "
+        tide__req_fail(req, TIDE_EMISMATCH, "rank %d streamed collective %llu "
                        "and published nothing for this one", bc->world[q],
                        (unsigned long long)seq_of(tag));
     } else {
@@ -414,7 +460,7 @@ bool tide__stream_went_by(struct tide__board_comm *bc, int q, uint64_t seq, stru
     if (!tag || seq_of(tag) != seq_of(seq))
         return false;
     sig_of(tag, sig);
-    if (sig->root != q)
+    if (sender_of(sig->kind, sig->root) != q)
         return false; /* an acknowledgement: q waits for our part, and finds our header */
     if (!consume)
         return true;

@@ -58,7 +58,8 @@ static const struct family families[] = {
       {"stream", &tide__algo_board_stream, STREAM}}},
     {TIDE_KIND_REDUCE, "TIDE_ALGO_REDUCE",
      {{"binomial", &tide__algo_binomial_reduce, ANY},
-      {"board", &tide__algo_board_reduce, BOARD}}},
+      {"board", &tide__algo_board_reduce, BOARD},
+      {"stream", &tide__algo_board_stream_reduce, STREAM}}},
     {TIDE_KIND_ALLGATHER, "TIDE_ALGO_ALLGATHER",
      {{"ring", &tide__algo_ring_allgather, ANY},
       {"bruck", &tide__algo_bruck_allgather, ANY},
@@ -77,10 +78,12 @@ static const struct family families[] = {
       {"recursive_halving", &tide__algo_rh_reduce_scatter, ANY}}},
     {TIDE_KIND_GATHER, "TIDE_ALGO_GATHER",
      {{"binomial", &tide__algo_binomial_gather, ANY},
-      {"board", &tide__algo_board_gather, BOARD}}},
+      {"board", &tide__algo_board_gather, BOARD},
+      {"stream", &tide__algo_board_stream_gather, STREAM}}},
     {TIDE_KIND_SCATTER, "TIDE_ALGO_SCATTER",
      {{"binomial", &tide__algo_binomial_scatter, ANY},
-      {"board", &tide__algo_board_scatter, BOARD}}},
+      {"board", &tide__algo_board_scatter, BOARD},
+      {"stream", &tide__algo_board_stream_scatter, STREAM}}},
     {TIDE_KIND_ALLTOALL, "TIDE_ALGO_ALLTOALL",
      {{"pairwise", &tide__algo_pairwise_alltoall, ANY},
       {"board", &tide__algo_board_alltoall, BOARD}}},
@@ -230,12 +233,19 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
  * boards against 4.5-5.1 by messages, the reverse of the figures above
  * from another 2-core machine: left to messages until the 16-core host
  * says.) */
-/* Whether a broadcast of `bytes` may take the stream (board_stream.c):
- * boards, 2 ranks, up to 64 bytes. */
+/* Whether a collective of kind moving `bytes` may take the stream
+ * (board_stream.c): boards, 2 ranks, and a part the stream carries.  A
+ * broadcast's or scatter's receiver reads only the root's part, up to
+ * 64 bytes in eight entries; a reduce's or gather's root reads its own
+ * part too, which must then fit one entry to be read in place (a
+ * gather's `bytes` are both blocks). */
 static bool streams(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
-    return kind == TIDE_KIND_BROADCAST && comm->size == 2 && bytes <= STREAM_MAX_BYTES &&
-           tide__board_fits(kind, comm, bytes);
+    size_t most = kind == TIDE_KIND_BROADCAST || kind == TIDE_KIND_SCATTER ? STREAM_MAX_BYTES
+                  : kind == TIDE_KIND_GATHER                            ? 2 * STREAM_PART
+                  : kind == TIDE_KIND_REDUCE                            ? STREAM_PART
+                                                                        : 0;
+    return comm->size == 2 && bytes <= most && tide__board_fits(kind, comm, bytes);
 }
 
 static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, size_t bytes)
@@ -282,10 +292,16 @@ static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, si
          * board's gate holds every rank to its peers' last collective.
          * So on 2 ranks only, until a many-core host measures 8 and 16
          * (tools/device_compare.sh); gather and scatter alike. */
+        if (streams(kind, comm, bytes))
+            return &tide__algo_board_stream_reduce;
         return n == 2 ? &tide__algo_board_reduce : NULL;
     case TIDE_KIND_GATHER:
+        if (streams(kind, comm, bytes))
+            return &tide__algo_board_stream_gather;
         return n == 2 ? &tide__algo_board_gather : NULL;
     case TIDE_KIND_SCATTER:
+        if (streams(kind, comm, bytes))
+            return &tide__algo_board_stream_scatter;
         return n == 2 ? &tide__algo_board_scatter : NULL;
     case TIDE_KIND_BARRIER:
         /* A flag and n - 1 loads against log2 n rounds of frames: 2
@@ -529,7 +545,8 @@ static const struct tide__algo *const all_algos[] = {
     &tide__algo_board_rsag_allreduce, &tide__algo_board_allgather, &tide__algo_board_reduce_scatter,
     &tide__algo_board_bcast,     &tide__algo_stage_reduce_scatter, &tide__algo_board_barrier,
     &tide__algo_board_alltoall,  &tide__algo_board_reduce,      &tide__algo_board_gather,
-    &tide__algo_board_scatter,   &tide__algo_board_stream,
+    &tide__algo_board_scatter,   &tide__algo_board_stream,      &tide__algo_board_stream_reduce,
+    &tide__algo_board_stream_gather, &tide__algo_board_stream_scatter,
 };
 
 uint8_t tide__algo_id(const struct tide__algo *algo)

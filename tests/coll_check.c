@@ -36,8 +36,8 @@ const struct family coll_families[C_COUNT] = {
                       "board_rsag"}, true},
     [C_BROADCAST] = {"broadcast", "TIDE_ALGO_BROADCAST",
                      {"binomial", "chain", NULL, "shm", NULL, "board", "stream"}, false},
-    [C_REDUCE] = {"reduce", "TIDE_ALGO_REDUCE", {"binomial", NULL, NULL, NULL, NULL, "board"},
-                  true},
+    [C_REDUCE] = {"reduce", "TIDE_ALGO_REDUCE",
+                  {"binomial", NULL, NULL, NULL, NULL, "board", "stream"}, true},
     [C_ALLGATHER] = {"allgather", "TIDE_ALGO_ALLGATHER",
                      {"ring", "bruck", "recursive_doubling", "shm", NULL, "board"}, false},
     [C_ALLGATHERV] = {"allgatherv", "TIDE_ALGO_ALLGATHERV", {"ring"}, false},
@@ -45,10 +45,10 @@ const struct family coll_families[C_COUNT] = {
                           {"ring", "recursive_halving", NULL, "shm", NULL, "board"}, true},
     [C_REDUCE_SCATTERV] = {"reduce_scatterv", "TIDE_ALGO_REDUCE_SCATTERV",
                            {"ring", "recursive_halving"}, true},
-    [C_GATHER] = {"gather", "TIDE_ALGO_GATHER", {"binomial", NULL, NULL, NULL, NULL, "board"},
-                  false},
-    [C_SCATTER] = {"scatter", "TIDE_ALGO_SCATTER", {"binomial", NULL, NULL, NULL, NULL, "board"},
-                   false},
+    [C_GATHER] = {"gather", "TIDE_ALGO_GATHER",
+                  {"binomial", NULL, NULL, NULL, NULL, "board", "stream"}, false},
+    [C_SCATTER] = {"scatter", "TIDE_ALGO_SCATTER",
+                   {"binomial", NULL, NULL, NULL, NULL, "board", "stream"}, false},
     [C_ALLTOALL] = {"alltoall", "TIDE_ALGO_ALLTOALL",
                     {"pairwise", NULL, NULL, NULL, NULL, "board"}, false},
     [C_BARRIER] = {"barrier", "TIDE_ALGO_BARRIER",
@@ -99,12 +99,18 @@ static bool board_fits(const struct ccase *k, int n)
     return coll_boards_run(n) && use <= (64u << 10);
 }
 
-/* Whether k may take the stream (collectives/board_stream.c): a
- * broadcast of up to 64 bytes on 2 ranks that share memory. */
+/* Whether k may take the stream (collectives/board_stream.c), on 2
+ * ranks that share memory: a broadcast or a scatter of up to 64 bytes
+ * (a scatter's both blocks), a reduce of up to 8, a gather of blocks of
+ * up to 8. */
 static bool stream_fits(const struct ccase *k, int n)
 {
-    return k->coll == C_BROADCAST && n == 2 && coll_boards_run(n) &&
-           k->count * tide_dtype_size(k->dtype) <= 64;
+    size_t bytes = k->count * tide_dtype_size(k->dtype);
+    bool fits = k->coll == C_BROADCAST   ? bytes <= 64
+                : k->coll == C_SCATTER ? 2 * bytes <= 64
+                : k->coll == C_REDUCE || k->coll == C_GATHER ? bytes <= 8
+                                                             : false;
+    return fits && n == 2 && coll_boards_run(n);
 }
 
 /* The forced name, or one of the collective's names when there is no

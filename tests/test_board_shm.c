@@ -9,8 +9,10 @@
  * goes where a rank's input is, the choice of algorithm as the
  * environment changes, a broadcast's root that ends once published
  * (running ahead of its readers; mismatched roots told late; on 2
- * ranks up to six broadcasts ahead, mismatches found after), and 16
- * ranks (oversubscribed here). */
+ * ranks up to six broadcasts ahead, mismatches found after), the
+ * stream of 2-rank broadcasts, reduces, gathers and scatters (its ring
+ * filled and held, reused, woken, and every kind of mismatch it finds),
+ * and 16 ranks (oversubscribed here). */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -1166,6 +1168,22 @@ static void stream_body(tide_comm *world, void *arg)
     EXPECT(tide_comm_async_error(world, &late) == 0, "a late report: %s", late);
 }
 
+/* A rank whose call of a mismatched collective succeeded (it only sent)
+ * is told in one of its next two calls, all-reduces here; the call that
+ * tells it runs none (async_error.c), so the other one pairs with the
+ * peer's one all-reduce. */
+static void told_in_two_calls(tide_comm *world)
+{
+    int told = 0;
+    for (int k = 0; k < 2; k++) {
+        int32_t in = 1, out = 0;
+        int rc = tide_allreduce(world, &in, &out, 1, TIDE_INT32, TIDE_SUM);
+        told += rc == TIDE_EMISMATCH;
+        EXPECT(rc == 0 || rc == TIDE_EMISMATCH, "a call after: %s", tide_err_name(rc));
+    }
+    EXPECT(told == 1, "told %d times in two calls", told);
+}
+
 /* Rank 1 calls another collective where rank 0 streams a broadcast (arg
  * 0: an all-reduce; 1: rank 0 calls the all-reduce, rank 1 the
  * broadcast).  The rank that reads fails its call as a mismatch at
@@ -1188,13 +1206,7 @@ static void stream_other_body(tide_comm *world, void *arg)
         EXPECT(rc == TIDE_EMISMATCH, "the reader's call: %s", tide_err_name(rc));
         EXPECT(strstr(msg, "broadcast") && strstr(msg, "allreduce"), "its message: %s", msg);
     } else if (rc == 0) {
-        int told = 0;
-        for (int k = 0; k < 2; k++) {
-            rc = tide_allreduce(world, &in, &out, 1, TIDE_INT32, TIDE_SUM);
-            told += rc == TIDE_EMISMATCH;
-            EXPECT(rc == 0 || rc == TIDE_EMISMATCH, "a call after: %s", tide_err_name(rc));
-        }
-        EXPECT(told == 1, "told %d times in two calls", told);
+        told_in_two_calls(world);
     } else {
         EXPECT(rc == TIDE_EMISMATCH, "the root's call: %s", tide_err_name(rc));
     }
@@ -1261,6 +1273,95 @@ static void stream_reuse_body(tide_comm *world, void *arg)
     }
 }
 
+/* One reduce, gather or scatter of k's shape from root (kind k % 3; a
+ * reduce or gather of one or two int32s, a scatter of blocks of 1-8),
+ * every element checked. */
+static void stream_rooted_one(tide_comm *world, int k, int root)
+{
+    int r = tide_comm_rank(world), kind = k % 3, count = 1 + k % 2, bc = 1 + k % 8;
+    int32_t in[16], out[32];
+    for (int i = 0; i < 16; i++)
+        in[i] = r * 1000 + k + i;
+    memset(out, 0xee, sizeof out);
+    if (kind == 0) {
+        EXPECT_OK(tide_reduce(world, in, out, (size_t)count, TIDE_INT32, TIDE_SUM, root));
+        for (int i = 0; i < count && r == root; i++)
+            EXPECT(out[i] == 1000 + 2 * (k + i), "stream reduce %d [%d]: %d", k, i, out[i]);
+    } else if (kind == 1) {
+        EXPECT_OK(tide_gather(world, in, out, (size_t)count, TIDE_INT32, root));
+        for (int q = 0; q < 2 && r == root; q++)
+            for (int i = 0; i < count; i++)
+                EXPECT(out[q * count + i] == q * 1000 + k + i, "stream gather %d [%d][%d]: %d",
+                       k, q, i, out[q * count + i]);
+    } else {
+        EXPECT_OK(tide_scatter(world, in, out, (size_t)bc, TIDE_INT32, root));
+        for (int i = 0; i < bc; i++)
+            EXPECT(out[i] == root * 1000 + k + r * bc + i, "stream scatter %d [%d]: %d", k, i,
+                   out[i]);
+        EXPECT(out[bc] == (int32_t)0xeeeeeeee, "stream scatter %d wrote past its block", k);
+    }
+}
+
+/* 1,800 stream reduces, gathers and scatters, the root changing every
+ * 300, with stream broadcasts and a nonblocking burst of each kind (the
+ * request path) between: every result right, nothing reported late. */
+static void stream_rooted_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world);
+    for (int k = 0; k < 1800; k++) {
+        int root = k / 300 % 2;
+        stream_rooted_one(world, k, root);
+        if (k % 7 == 0)
+            stream_one(world, k, 1 - root);
+        if (k % 50 == 0) {
+            int32_t in[4] = {r + k, r + k, r + k, r + k}, red[2], all[4], one[2];
+            tide_req *req[3];
+            EXPECT_OK(tide_ireduce(world, in, red, 2, TIDE_INT32, TIDE_SUM, root, &req[0]));
+            EXPECT_OK(tide_igather(world, in, all, 2, TIDE_INT32, root, &req[1]));
+            EXPECT_OK(tide_iscatter(world, in, one, 2, TIDE_INT32, root, &req[2]));
+            for (int i = 0; i < 3; i++) {
+                EXPECT_OK(tide_wait(req[i], -1));
+                expect_algo(req[i], "stream");
+                tide_req_free(req[i]);
+            }
+            EXPECT(r != root || (red[1] == 1 + 2 * k && all[3] == 1 + k), "burst %d: %d %d", k,
+                   red[1], all[3]);
+            EXPECT(one[0] == root + k, "burst %d scatter: %d", k, one[0]);
+        }
+    }
+    const char *late = "";
+    EXPECT(tide_comm_async_error(world, &late) == 0, "a late report: %s", late);
+}
+
+/* Rank 0 reduces to itself where rank 1 gathers to it: the root, which
+ * receives, fails at once naming both; rank 1, whose part went out, is
+ * told within its next two calls.  Then they pair up again. */
+static void stream_rooted_mismatch_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world);
+    int32_t in[2] = {r, r}, out[4], one = 1, sum = 0;
+    tide_req *req = NULL;
+    EXPECT_OK(r == 0 ? tide_ireduce(world, in, out, 1, TIDE_INT32, TIDE_SUM, 0, &req)
+                     : tide_igather(world, in, out, 1, TIDE_INT32, 0, &req));
+    int rc = tide_wait(req, -1);
+    if (r == 0) {
+        const char *msg = tide_req_message(req);
+        EXPECT(rc == TIDE_EMISMATCH, "the root's call: %s", tide_err_name(rc));
+        EXPECT(strstr(msg, "reduce") && strstr(msg, "gather"), "its message: %s", msg);
+        EXPECT_OK(tide_allreduce(world, &one, &sum, 1, TIDE_INT32, TIDE_SUM));
+    } else {
+        EXPECT_OK(rc);
+        told_in_two_calls(world);
+    }
+    tide_req_free(req);
+    for (int k = 0; k < 30; k++)
+        stream_rooted_one(world, k, k % 2);
+    EXPECT_OK(tide_allreduce(world, &one, &sum, 1, TIDE_INT32, TIDE_SUM));
+    EXPECT(sum == 2, "the all-reduce after: %d", sum);
+}
+
 static void stream_broadcasts(void **state)
 {
     (void)state;
@@ -1271,6 +1372,8 @@ static void stream_broadcasts(void **state)
     assert_int_equal(run_on_shm(2, 20, stream_reuse_body, NULL), 0);
     assert_int_equal(run_on_shm(2, 20, stream_wake_body, NULL), 0);
     assert_int_equal(run_on_shm(2, 1, stream_full_body, NULL), 0);
+    assert_int_equal(run_on_shm(2, 20, stream_rooted_body, NULL), 0);
+    assert_int_equal(run_on_shm_with(2, 20, TIDE_PROGRESS_INLINE, stream_rooted_body, NULL), 0);
 }
 
 static void stream_mismatches(void **state)
@@ -1285,6 +1388,7 @@ static void stream_mismatches(void **state)
     assert_int_equal(run_on_shm_with(2, 10, TIDE_PROGRESS_INLINE, ahead_mismatch_body,
                                      (void *)stream), 0);
     assert_int_equal(run_on_shm(2, 10, ahead_mismatch_body, (void *)"stream16"), 0);
+    assert_int_equal(run_on_shm(2, 10, stream_rooted_mismatch_body, NULL), 0);
 }
 
 /* ---- 16 ranks ---- */
