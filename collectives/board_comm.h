@@ -81,16 +81,17 @@ void tide__stream_gate_passed(struct tide__board_op *op);
 void tide__stream_publish(struct tide__board_op *op);
 void tide__stream_raise(struct tide__board_op *op);
 bool tide__stream_ready(struct tide__board_op *op, int *peer);
-/* The root's entry taken into op->parts (true), or the request failed or
- * waits for the root's account of a collective it skipped (false). */
+/* The sender's part taken into op->parts (true), or the request failed
+ * or waits for the sender's account of a collective it skipped (false). */
 bool tide__stream_take(struct tide__board_op *op);
-/* The direct path's test: the root's entry is there and as ours. */
+/* The direct path's test: the sender's entries are there and as ours. */
 bool tide__stream_plain(struct tide__board_op *op);
 
 /* For the other board collectives of a 2-rank communicator: whether peer
- * q streamed collective seq (a broadcast where we called another
- * collective).  *sig gets its signature; if `consume`, this rank's stream
- * skips that entry, so that the next stream broadcasts pair up again. */
+ * q sent its part of collective seq through the stream (a stream
+ * collective where we called another).  *sig gets its signature; if
+ * `consume`, this rank's stream skips those entries, so that the next
+ * stream collectives pair up again. */
 bool tide__stream_went_by(struct tide__board_comm *bc, int q, uint64_t seq, struct tide__frame *sig,
                           bool consume);
 /* Check the peer's stream entries that are there against ours, and

@@ -24,7 +24,7 @@ enum need {
     BLOCKS, /* staging halves that hold an element of every block */
     HOSTS,  /* ranks spread evenly over hosts (engine/hosts.c) */
     BOARD,  /* boards (board.h), and a vector that fits a slot */
-    STREAM, /* boards, 2 ranks and a vector that fits a stream entry (board_stream.c) */
+    STREAM, /* boards, 2 ranks and a part the stream carries (board_stream.c) */
 };
 
 struct choice {
@@ -188,6 +188,21 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
     }
 }
 
+/* Whether a collective of kind moving `bytes` may take the stream
+ * (board_stream.c): boards, 2 ranks, and a part the stream carries.  A
+ * broadcast's or scatter's receiver reads only the root's part, up to
+ * 64 bytes in eight entries; a reduce's or gather's root reads its own
+ * part too, which must then fit one entry to be read in place (a
+ * gather's `bytes` are both blocks). */
+static bool streams(uint8_t kind, const tide_comm *comm, size_t bytes)
+{
+    size_t most = kind == TIDE_KIND_BROADCAST || kind == TIDE_KIND_SCATTER ? STREAM_MAX_BYTES
+                  : kind == TIDE_KIND_GATHER                            ? 2 * STREAM_PART
+                  : kind == TIDE_KIND_REDUCE                            ? STREAM_PART
+                                                                        : 0;
+    return comm->size == 2 && bytes <= most && tide__board_fits(kind, comm, bytes);
+}
+
 /* Boards (board.h) for small vectors on one host.  Measured here
  * (2026-11-26, tide-perf, 2 ranks on the 2 cores and 4 sharing them,
  * against the message algorithms in the same runs):
@@ -233,21 +248,6 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
  * boards against 4.5-5.1 by messages, the reverse of the figures above
  * from another 2-core machine: left to messages until the 16-core host
  * says.) */
-/* Whether a collective of kind moving `bytes` may take the stream
- * (board_stream.c): boards, 2 ranks, and a part the stream carries.  A
- * broadcast's or scatter's receiver reads only the root's part, up to
- * 64 bytes in eight entries; a reduce's or gather's root reads its own
- * part too, which must then fit one entry to be read in place (a
- * gather's `bytes` are both blocks). */
-static bool streams(uint8_t kind, const tide_comm *comm, size_t bytes)
-{
-    size_t most = kind == TIDE_KIND_BROADCAST || kind == TIDE_KIND_SCATTER ? STREAM_MAX_BYTES
-                  : kind == TIDE_KIND_GATHER                            ? 2 * STREAM_PART
-                  : kind == TIDE_KIND_REDUCE                            ? STREAM_PART
-                                                                        : 0;
-    return comm->size == 2 && bytes <= most && tide__board_fits(kind, comm, bytes);
-}
-
 static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
     int n = comm->size;

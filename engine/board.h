@@ -16,8 +16,9 @@
  *   +512   BOARD_HEADS headers (struct board_slot_head), 128 bytes each
  *   +2048  slot 0 data (BOARD_SLOT bytes), then slot 1 data
  *   then   the stream: STREAM_ENTRIES entries of 16 bytes (struct
- *          board_entry), a ring of its own for the 2-rank broadcasts of
- *          up to 64 bytes (collectives/board_stream.c)
+ *          board_entry), a ring of its own for the 2-rank broadcasts,
+ *          reduces, gathers and scatters of a few bytes
+ *          (collectives/board_stream.c)
  *
  * Publication p (the p-th board collective here) goes to header p %
  * BOARD_HEADS and, if its part does not ride in the header, to data slot
@@ -61,7 +62,7 @@
 #define BOARD_HEAD_BYTES ((size_t)2048)
 #define STREAM_ENTRIES 1024
 #define STREAM_PART 8       /* the bytes of a part an entry holds */
-#define STREAM_MAX_BYTES 64 /* the most a stream broadcast moves (8 entries) */
+#define STREAM_MAX_BYTES 64 /* the most a stream collective's sender moves (8 entries) */
 /* Keeps every board 1 KiB-aligned. */
 #define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT + STREAM_ENTRIES * 16)
 #define BOARD_AREA_BYTES (BOARD_DIR_BYTES + (size_t)BOARD_COUNT * BOARD_STRIDE)
