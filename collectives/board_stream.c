@@ -109,10 +109,16 @@ static uint64_t tag_of(const struct tide__frame *sig, uint64_t seq)
     return seq_of(seq) | code_of(sig) << SEQ_BITS;
 }
 
+/* The code a tag holds (code_of's), with or without REPORTED. */
+static uint64_t code_in(uint64_t tag)
+{
+    return (tag & ~REPORTED) >> SEQ_BITS;
+}
+
 /* The signature a tag stands for. */
 static void sig_of(uint64_t tag, struct tide__frame *sig)
 {
-    uint64_t code = (tag & ~REPORTED) >> SEQ_BITS;
+    uint64_t code = code_in(tag);
     *sig = (struct tide__frame){
         .kind = kinds[code >> 17 & 3],
         .dtype = (uint8_t)code,
@@ -149,13 +155,14 @@ static uint64_t entries_for(size_t bytes)
     return bytes <= STREAM_PART ? 1 : (bytes + STREAM_PART - 1) / STREAM_PART;
 }
 
-/* The entries of the collective a tag names, whoever wrote it. */
+/* The entries of the collective a tag names, whoever wrote it: from its
+ * code's kind, count and dtype alone (look steps over hundreds; the
+ * whole signature, with its algorithm id, is for reports). */
 static uint64_t entries_of(uint64_t tag)
 {
-    struct tide__frame sig;
-    sig_of(tag, &sig);
-    size_t esize = tide_dtype_size((tide_dtype)sig.dtype);
-    uint64_t k = entries_for(part_bytes(sig.kind, sig.count, esize));
+    uint64_t code = code_in(tag);
+    size_t esize = tide_dtype_size((tide_dtype)(uint8_t)code);
+    uint64_t k = entries_for(part_bytes(kinds[code >> 17 & 3], code >> 8 & 127, esize));
     return k < STREAM_SPAN ? k : STREAM_SPAN;
 }
 
