@@ -101,7 +101,6 @@ struct tide__ctx *tide__ctx_new(const tide_config *cfg, bool wake)
     ctx->timers = &ctx->own_timers;
     ctx->drive = &tide__drive_reactor;
     pthread_mutex_init(&ctx->pool_lock, NULL);
-    pthread_mutex_init(&ctx->drive_lock, NULL);
     ctx->wake_fd = wake ? eventfd(0, EFD_CLOEXEC) : -1;
     ctx->world.ctx = ctx;
     ctx->world.id = 1;
@@ -158,7 +157,6 @@ void tide__ctx_unref(struct tide__ctx *ctx)
     free(ctx->world.failed);
     free(ctx->world.select_memo);
     pthread_mutex_destroy(&ctx->pool_lock);
-    pthread_mutex_destroy(&ctx->drive_lock);
     tide__timer_heap_free(&ctx->own_timers);
     tide__trace_free(ctx);
     if (ctx->wake_fd >= 0)

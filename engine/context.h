@@ -239,7 +239,8 @@ struct tide__ctx {
     void (*boards_free)(struct tide__ctx *ctx);
 
     /* progress */
-    pthread_mutex_t drive_lock; /* thread mode: its holder drives the reactor */
+    _Atomic uint32_t drive_lock; /* thread mode: 1 while someone drives the reactor
+                                    (progress.c, tide__progress_try_drive) */
     _Atomic uint32_t waiters;   /* thread mode: callers inside tide_wait */
     _Atomic uint64_t last_wait_ns; /* when a caller last left tide_wait */
     _Atomic bool work_pending;  /* operations were active when the last driver let go,

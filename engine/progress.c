@@ -233,9 +233,26 @@ static int setup_ring(struct tide__ctx *ctx)
     return 0;
 }
 
+/* The drive right is one word, not a pthread mutex: it is taken and let
+ * go on every blocking call's path, where glibc's mutex cost two calls
+ * with their checks and, with the fence the sleepers' check needs after
+ * letting go, three locked instructions to let go where one exchange
+ * does both.  Nobody blocks on it: a thread that finds it held spins,
+ * yields, naps or sleeps on its own futex word (wait.c, below). */
 bool tide__progress_try_drive(struct tide__ctx *ctx)
 {
-    return ctx->inline_mode || pthread_mutex_trylock(&ctx->drive_lock) == 0;
+    if (ctx->inline_mode)
+        return true;
+    return !atomic_load_explicit(&ctx->drive_lock, memory_order_relaxed) &&
+           !atomic_exchange_explicit(&ctx->drive_lock, 1, memory_order_acquire);
+}
+
+/* Let go of the drive right; the exchange (sequentially consistent)
+ * also orders the caller's next loads after the store, as the sleepers'
+ * check needs (tide__progress_release). */
+static void let_go(struct tide__ctx *ctx)
+{
+    atomic_exchange(&ctx->drive_lock, 0);
 }
 
 void tide__progress_release(struct tide__ctx *ctx)
@@ -250,10 +267,11 @@ void tide__progress_release(struct tide__ctx *ctx)
     if (atomic_load(&ctx->sleeping))
         arm_transport(ctx);
     tide__reactor_flush(&ctx->reactor);
-    atomic_store(&ctx->work_pending, ctx->nactive || !tide__mpsc_empty(&ctx->cmds));
-    pthread_mutex_unlock(&ctx->drive_lock);
+    /* Whoever takes the drive right next sees it (let_go releases). */
+    atomic_store_explicit(&ctx->work_pending, ctx->nactive || !tide__mpsc_empty(&ctx->cmds),
+                          memory_order_release);
+    let_go(ctx);
     /* A caller that found the lock held sleeps (wait.c): it drives now. */
-    atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load(&ctx->sleepers))
         tide__wake_sleepers(ctx);
 }
@@ -605,9 +623,10 @@ static void *progress_main(void *arg)
         ctx->trace->progress_tid = tide__trace_tid();
     go_to_place(ctx);
     no_wakeup_preemption(ctx);
-    pthread_mutex_lock(&ctx->drive_lock);
+    while (!tide__progress_try_drive(ctx)) /* the caller's init waits: not for long */
+        tide__spin_yield();
     ctx->init_rc = setup_ring(ctx);
-    pthread_mutex_unlock(&ctx->drive_lock);
+    let_go(ctx);
     atomic_store(&ctx->init_done, 1);
     tide__futex_wake(&ctx->init_done);
     if (ctx->init_rc)
@@ -618,7 +637,7 @@ static void *progress_main(void *arg)
     for (;;) {
         if (leave_to_callers(ctx, &look, &awake))
             continue;
-        if (pthread_mutex_trylock(&ctx->drive_lock)) {
+        if (!tide__progress_try_drive(ctx)) {
             if (!stay_awake(&awake))
                 nap_while_busy();
             continue;
@@ -634,7 +653,7 @@ static void *progress_main(void *arg)
     }
     drain(ctx);
     tide__reactor_fini(&ctx->reactor);
-    pthread_mutex_unlock(&ctx->drive_lock);
+    let_go(ctx);
     if (ctx->stop_cmd)
         signal_handled(ctx->stop_cmd);
     return NULL;
