@@ -207,8 +207,7 @@ static int direct(struct call *k, const struct tide__algo *algo, tide_req **out,
     *taken = end != TIDE__DIRECT_DECLINED;
     if (end == TIDE__DIRECT_DECLINED)
         return 0;
-    if (end == TIDE__DIRECT_DONE) {
-        tide__take_wait_next();
+    if (end == TIDE__DIRECT_DONE) { /* (the blocking wrapper forgets wait_next) */
         drop(k);
         *out = NULL;
         return 0;

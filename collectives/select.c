@@ -551,16 +551,19 @@ static const struct tide__algo *const all_algos[] = {
 
 uint8_t tide__algo_id(const struct tide__algo *algo)
 {
-    /* A loop of small collectives asks for the same one every call. */
-    static _Thread_local const struct tide__algo *last;
-    static _Thread_local uint8_t last_id;
-    if (algo && algo == last)
-        return last_id;
+    /* A loop of small collectives asks for the same one every call.  One
+     * byte every thread shares, checked against the list, rather than a
+     * thread-local pair: in a shared library each thread-local access is
+     * a call (__tls_get_addr), and this is on every call's path. */
+    static _Atomic uint8_t last;
+    uint8_t id = atomic_load_explicit(&last, memory_order_relaxed);
+    if (id && all_algos[id - 1] == algo)
+        return id;
     for (size_t i = 0; i < sizeof all_algos / sizeof all_algos[0]; i++) {
         if (all_algos[i] == algo) {
-            last = algo;
-            last_id = (uint8_t)(i + 1);
-            return last_id;
+            id = (uint8_t)(i + 1);
+            atomic_store_explicit(&last, id, memory_order_relaxed);
+            return id;
         }
     }
     return 0;
