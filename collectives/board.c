@@ -1058,7 +1058,10 @@ static bool parts_plain(struct tide__board_op *op)
 }
 
 /* Holding the drive right: as far as the collective goes plainly.
- * *now: ctx's clock when it ended here. */
+ * *now: ctx's clock, if a wait for the parts read it as the collective
+ * ended here, else left 0.  A call that finds its peers on time reads
+ * no clock but the coarse one, for the flight recorder: the clock was a
+ * sixth of a 2-rank 8 B broadcast (25-45 ns a read in a VM). */
 static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
 {
     struct tide__coll *c = &op->c;
@@ -1086,16 +1089,14 @@ static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
     if (tide__notes_waiting(ctx, comm, seq))
         return TIDE__DIRECT_NUMBERED; /* a peer's word on it came first */
     /* The raise's fence waits until our stores own their lines, which
-     * the peers read last time: a crossing.  Read the clock and look at
-     * the parts first, and the look's crossing overlaps it (the clock
-     * read, 30-45 ns in this VM, is off the path from one call to the
-     * next too: the collective ends within a look or two of it, or of
-     * await's latest).  2 ranks, 8 B, 8-10 interleaved runs against
-     * raising at once: all-reduce median 0.475 us against 0.585,
-     * reduce-scatter 0.51 against 0.60, broadcast 0.525 against 0.60,
-     * all-gather 0.41 against 0.445; 512 B and 4 KiB within 3 %. */
+     * the peers read last time: a crossing.  Look at the parts first,
+     * and the look's crossing overlaps it.  2 ranks, 8 B, 8-10
+     * interleaved runs against raising at once: all-reduce median 0.475
+     * us against 0.585, reduce-scatter 0.51 against 0.60, broadcast
+     * 0.525 against 0.60, all-gather 0.41 against 0.445; 512 B and 4
+     * KiB within 3 %. */
     publish(op);
-    uint64_t end = tide__ctx_now(ctx);
+    uint64_t end = 0; /* the clock, if the wait below reads it */
     int peer;
     op->next = 0;
     bool ready = parts_ready(op, &peer);
@@ -1108,8 +1109,9 @@ static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
     if (seq > comm->started_seq)
         comm->started_seq = seq;
     *now = end;
-    c->req.deadline_ns = *now + ctx->timeout_ns; /* the recorder's post time */
-    tide__rec_whole(&c->req, *now);
+    uint64_t shown = end ? end : tide__coarse_now_ns();
+    c->req.deadline_ns = shown + ctx->timeout_ns; /* the recorder's post time */
+    tide__rec_whole(&c->req, shown);
     tide__collective_succeeded(&c->req);
     ctx->board_direct_ended++;
     return TIDE__DIRECT_DONE;
@@ -1137,7 +1139,7 @@ enum tide__direct tide__board_direct(struct tide__board_op *op, const struct tid
         return TIDE__DIRECT_DECLINED;
     uint64_t now = 0;
     enum tide__direct end = run_direct(op, &now);
-    tide__progress_leave(ctx, op->announced, now ? now : tide__ctx_now(ctx));
+    tide__progress_leave(ctx, op->announced, now);
     op->parts = NULL; /* our stack's */
     return end;
 }

@@ -242,7 +242,8 @@ struct tide__ctx {
     _Atomic uint32_t drive_lock; /* thread mode: 1 while someone drives the reactor
                                     (progress.c, tide__progress_try_drive) */
     _Atomic uint32_t waiters;   /* thread mode: callers inside tide_wait */
-    _Atomic uint64_t last_wait_ns; /* when a caller last left tide_wait */
+    _Atomic uint64_t last_wait_ns; /* when a caller last left tide_wait, or
+                                      TIDE__WAIT_JUST_ENDED (progress.c) */
     _Atomic bool work_pending;  /* operations were active when the last driver let go,
                                    or a post was queued since */
     pthread_t thread;
@@ -299,6 +300,10 @@ struct tide__ctx {
 
     tide_comm world;
 };
+
+/* last_wait_ns of a caller that left without reading the clock: the
+ * progress thread takes the time it first sees it for it. */
+#define TIDE__WAIT_JUST_ENDED UINT64_MAX
 
 /* The context's clock: real time, or a simulator's virtual time. */
 static inline uint64_t tide__ctx_now(const struct tide__ctx *ctx)
@@ -656,7 +661,9 @@ void tide__progress_release(struct tide__ctx *ctx);
  * rank).  Before it waits for anything else with the right held, the
  * caller calls tide__progress_announce: a progress thread sharing this
  * CPU then parks.  tide__progress_leave gives the right back; now:
- * ctx's clock, read already. */
+ * ctx's clock if the caller read it (as it does while it waits), else 0:
+ * an announced caller then reads it, any other leaves
+ * TIDE__WAIT_JUST_ENDED. */
 bool tide__progress_enter(struct tide__ctx *ctx, uint64_t patience_ns, bool *announced);
 void tide__progress_announce(struct tide__ctx *ctx, bool *announced);
 void tide__progress_leave(struct tide__ctx *ctx, bool announced, uint64_t now);

@@ -348,13 +348,16 @@ void tide__progress_announce(struct tide__ctx *ctx, bool *announced)
 void tide__progress_leave(struct tide__ctx *ctx, bool announced, uint64_t now)
 {
     tide__progress_release(ctx);
-    /* As a wait's end (see GRACE_NS), at the time the caller read: a
-     * clock read costs 30-45 ns in a VM, 4 % of a 2-rank 8 B call.  The
-     * progress thread only reads it: no order with anything else. */
+    /* As a wait's end (see GRACE_NS), at the time the caller read, or
+     * else "just now" for the progress thread to time (last_wait): a
+     * clock read costs 25-45 ns in a VM, a sixth of a 2-rank 8 B
+     * broadcast.  The progress thread only reads it: no order with
+     * anything else. */
     if (announced)
-        wait_end_at(ctx, now);
+        wait_end_at(ctx, now ? now : tide__now_ns());
     else if (!ctx->inline_mode)
-        atomic_store_explicit(&ctx->last_wait_ns, now, memory_order_release);
+        atomic_store_explicit(&ctx->last_wait_ns, now ? now : TIDE__WAIT_JUST_ENDED,
+                              memory_order_release);
 }
 
 /* Spinning past TIDE_SPIN_US pays while nobody else wants this CPU (the
@@ -525,6 +528,21 @@ struct lookout {
     uint64_t wait_end_ns; /* last_wait_ns at the previous look */
 };
 
+/* When a caller last left a wait.  One that left TIDE__WAIT_JUST_ENDED
+ * left it after our last look: the first look to see it stamps it with
+ * its own time, later than the caller's, so the grace it gets only grows,
+ * by at most the time between two looks. */
+static uint64_t last_wait(struct tide__ctx *ctx)
+{
+    uint64_t t = atomic_load(&ctx->last_wait_ns);
+    if (t != TIDE__WAIT_JUST_ENDED)
+        return t;
+    uint64_t now = tide__now_ns();
+    if (atomic_compare_exchange_strong(&ctx->last_wait_ns, &t, now))
+        return now;
+    return t == TIDE__WAIT_JUST_ENDED ? now : t; /* a caller stamped it meanwhile */
+}
+
 static void lookout_reset(struct lookout *l)
 {
     l->every_ns = GRACE_NS;
@@ -567,10 +585,12 @@ static bool leave_to_callers(struct tide__ctx *ctx, struct lookout *look, struct
         atomic_store(&ctx->parked, true);
         tide__futex_wait(&ctx->waiters, w, look->every_ns);
         atomic_store(&ctx->parked, false);
-        lookout_update(look, atomic_load(&ctx->last_wait_ns));
+        lookout_update(look, last_wait(ctx));
         return true;
     }
-    uint64_t since = tide__now_ns() - atomic_load(&ctx->last_wait_ns);
+    uint64_t wait_end = last_wait(ctx);
+    uint64_t now = tide__now_ns();
+    uint64_t since = now > wait_end ? now - wait_end : 0;
     bool idle = !atomic_load(&ctx->work_pending) && tide__mpsc_empty(&ctx->cmds);
     if (ctx->place.own && idle && since < OWN_GRACE_NS) {
         tide__spin_yield(); /* its CPU: nobody else wants it */
