@@ -120,6 +120,8 @@ struct tide__board_op {
     int skipper;                   /* the world rank that skipped it (PH_SKIPPED) */
     bool announced;                /* the direct path waits: as a waiter (progress.c) */
     uint64_t stream_at;            /* a stream collective's index (board_stream.c) */
+    uint64_t stream_tag;           /* and its tag and entries, once asked; 0: not yet */
+    uint8_t stream_k;
     /* Last, since the direct path leaves them, and c.msg, unzeroed
      * (tide__board_direct_clear): only a request waits on a watch, and
      * own_tiny is written before it is read. */

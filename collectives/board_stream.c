@@ -270,10 +270,21 @@ void tide__stream_check(struct tide__board_comm *bc, tide_comm *comm)
     report_bad(bc, comm);
 }
 
-/* The entries this collective takes. */
-static uint64_t entries(const struct tide__board_op *op)
+/* The entries this collective takes, and its tag: kept in the op, since
+ * the gate, publish, raise and take each ask (part_bytes' multiplies and
+ * code_of's search were a tenth of a reader's stream instructions). */
+static uint64_t entries(struct tide__board_op *op)
 {
-    return entries_for(part_bytes(op->c.kind, op->c.count, op->c.esize));
+    if (!op->stream_k)
+        op->stream_k = (uint8_t)entries_for(part_bytes(op->c.kind, op->c.count, op->c.esize));
+    return op->stream_k;
+}
+
+static uint64_t tag(struct tide__board_op *op)
+{
+    if (!op->stream_tag)
+        op->stream_tag = tag_of(&op->c.req.sig, op->c.req.seq);
+    return op->stream_tag;
 }
 
 /* Whether the peer wrote its entry at `index` (any of a collective's),
@@ -320,7 +331,7 @@ void tide__stream_publish(struct tide__board_op *op)
     uint64_t i = bc->streams, k = entries(op);
     const void *src;
     size_t bytes = op->algo->part(op, &src); /* 0: the reader acknowledges */
-    put(bc, i, k, tag_of(&op->c.req.sig, op->c.req.seq), src, bytes);
+    put(bc, i, k, tag(op), src, bytes);
     bc->streams = i + k;
     op->stream_at = i;
     op->parts[op->me] = entry_at(bc->mine, i)->part;
@@ -367,7 +378,7 @@ static bool take_plain(struct tide__board_op *op)
     int q = sender(op);
     struct board *b = bc->peer[q];
     uint64_t i = op->stream_at, k = entries(op);
-    if (!b || load(&entry_at(b, i)->tag) != tag_of(&op->c.req.sig, op->c.req.seq) ||
+    if (!b || load(&entry_at(b, i)->tag) != tag(op) ||
         load(bc->peer_key[q]) != bc->key)
         return false;
     if (k == 1) {
