@@ -5,7 +5,8 @@
  * boards, a rank killed while its peers wait on its flag, a late rank
  * (and the doorbell its publication rings), mismatched calls between
  * two boards and between a board and a message algorithm, the direct
- * path of blocking calls and its hand-overs, collectives whose result
+ * path of blocking calls and its hand-overs (and the progress thread
+ * taking over after it), collectives whose result
  * goes where a rank's input is, the choice of algorithm as the
  * environment changes, a broadcast's root that ends once published
  * (running ahead of its readers; mismatched roots told late; on 2
@@ -19,6 +20,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -623,6 +625,62 @@ static void direct_path_and_its_hand_overs(void **state)
     assert_int_equal(run_on_shm(2, 20, direct_body, NULL), 0);
     assert_int_equal(run_on_shm_with(2, 20, TIDE_PROGRESS_INLINE, direct_body, NULL), 0);
     assert_int_equal(run_on_shm(4, 20, direct_body, NULL), 0);
+}
+
+/* ---- the progress thread takes over from direct calls ---- */
+
+static void note_done(tide_req *req, void *arg)
+{
+    (void)req;
+    atomic_store((_Atomic double *)arg, now_s());
+}
+
+#define TAKE_OVER_LATE_MS 30
+
+/* A caller's direct calls leave the progress thread "a wait just ended"
+ * rather than a time (progress.c, last_wait).  After 2,000 of them rank
+ * 0 posts a 4 KiB all-reduce, which starts on its own thread, and calls
+ * nothing more; rank 1 posts its own TAKE_OVER_LATE_MS later.  Rank 0's
+ * progress thread must take over once its grace is out and finish it:
+ * a stamp it never resolved would keep it out of the way for good. */
+static void take_over_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world);
+    enum { N = 1024 };
+    int32_t in[N], out[N];
+    for (int trial = 0; trial < 4; trial++) {
+        for (int k = 0; k < 2000; k++) {
+            int64_t v = r == 0 ? k : -1;
+            EXPECT_OK(tide_broadcast(world, &v, 1, TIDE_INT64, 0));
+            EXPECT(v == k, "trial %d: broadcast %d gave %lld", trial, k, (long long)v);
+        }
+        for (int i = 0; i < N; i++)
+            in[i] = r * 1000 + i + trial;
+        if (r == 1)
+            harness_sleep_ms(TAKE_OVER_LATE_MS);
+        _Atomic double done = 0;
+        double t0 = now_s();
+        tide_req *req;
+        EXPECT_OK(tide_iallreduce(world, in, out, N, TIDE_INT32, TIDE_SUM, &req));
+        EXPECT_OK(tide_req_on_complete(req, note_done, (void *)&done));
+        while (r == 0 && !atomic_load(&done) && now_s() - t0 < 2.0)
+            harness_sleep_ms(1); /* no tide call: only the progress thread moves it */
+        double at = atomic_load(&done);
+        EXPECT(r == 1 || (at && at - t0 < 1.0), "trial %d: an all-reduce posted after direct "
+               "calls was %s %.0f ms after its post", trial, at ? "done" : "not done",
+               ((at ? at : now_s()) - t0) * 1e3);
+        EXPECT_OK(tide_wait(req, -1));
+        tide_req_free(req);
+        for (int i = 0; i < N; i++)
+            EXPECT(out[i] == 1000 + 2 * (i + trial), "trial %d: [%d] = %d", trial, i, out[i]);
+    }
+}
+
+static void progress_takes_over_after_direct_calls(void **state)
+{
+    (void)state;
+    assert_int_equal(run_on_shm(2, 20, take_over_body, NULL), 0);
 }
 
 /* ---- our own part, read from the caller's buffer (board.c, own_part) ---- */
@@ -1486,6 +1544,7 @@ int main(void)
         cmocka_unit_test(mismatch_board_against_messages),
         cmocka_unit_test(mismatch_tiny_part_against_slot),
         cmocka_unit_test(direct_path_and_its_hand_overs),
+        cmocka_unit_test(progress_takes_over_after_direct_calls),
         cmocka_unit_test(own_part_where_the_result_goes),
         cmocka_unit_test(choice_follows_the_environment),
         cmocka_unit_test(broadcast_root_runs_ahead),
