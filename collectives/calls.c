@@ -22,6 +22,7 @@ struct call {
     void *recvbuf;
     size_t count; /* the signature's count */
     tide_dtype dtype;
+    size_t esize; /* dtype's size, 0 for an unknown dtype (check_common rejects it) */
     tide_op op;
     int root;
     struct tide__blocks blk;
@@ -161,7 +162,7 @@ static void fill(const struct call *k, const struct tide__algo *algo, struct tid
     c->dtype = k->dtype;
     c->op = k->op;
     c->root = k->root;
-    c->esize = tide_dtype_size(k->dtype);
+    c->esize = k->esize;
     c->blk = k->blk;
     c->algo = algo;
     c->stage_to = k->stage_to;
@@ -246,8 +247,8 @@ static struct call call_of(const char *fn, const char *name, uint8_t kind, tide_
                            const void *sendbuf, void *recvbuf, size_t count, tide_dtype dtype,
                            tide_op op, int root)
 {
-    struct call k = {fn, name, kind, comm, sendbuf, recvbuf, count, dtype, op, root,
-                     {0, 0, NULL}, 0, NULL, 0, 0};
+    struct call k = {fn, name, kind, comm, sendbuf, recvbuf, count, dtype, tide_dtype_size(dtype),
+                     op, root, {0, 0, NULL}, 0, NULL, 0, 0};
     return k;
 }
 
@@ -258,7 +259,7 @@ int tide__coll_part(uint8_t kind, const char *name, tide_comm *comm, const void 
     struct call k = call_of("a part of a collective", name, kind, comm, sendbuf, recvbuf, count,
                             dtype, op, 0);
     k.blk.total = count;
-    k.bytes = count * tide_dtype_size(dtype);
+    k.bytes = count * k.esize;
     const struct tide__algo *algo = choose(&k, select_bytes ? select_bytes : k.bytes, true);
     return algo ? make(&k, algo, true, out) : TIDE_EINVAL;
 }
@@ -275,7 +276,7 @@ int tide_iallreduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t 
     int rc = check_common(&k, req, true);
     if (rc)
         return rc;
-    size_t bytes = mul3(count, 1, tide_dtype_size(dtype));
+    size_t bytes = mul3(count, 1, k.esize);
     if (k.sendbuf == TIDE_IN_PLACE)
         k.sendbuf = recvbuf;
     if ((rc = check_buf(&k, "recvbuf", recvbuf, bytes)) || (rc = check_buf(&k, "sendbuf", k.sendbuf, bytes)))
@@ -308,7 +309,7 @@ int tide_ibroadcast(tide_comm *comm, void *buf, size_t count, tide_dtype dtype, 
     int rc = check_common(&k, req, false);
     if (rc || (rc = check_root(&k)))
         return rc;
-    size_t bytes = mul3(count, 1, tide_dtype_size(dtype));
+    size_t bytes = mul3(count, 1, k.esize);
     if ((rc = check_buf(&k, "buf", buf, bytes)))
         return rc;
     k.blk.total = count;
@@ -336,7 +337,7 @@ int tide_ireduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t cou
     int rc = check_common(&k, req, true);
     if (rc || (rc = check_root(&k)))
         return rc;
-    size_t bytes = mul3(count, 1, tide_dtype_size(dtype));
+    size_t bytes = mul3(count, 1, k.esize);
     bool at_root = comm->rank == root;
     if (k.sendbuf == TIDE_IN_PLACE) {
         if (!at_root)
@@ -378,7 +379,7 @@ int tide_iallgather(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t 
     int rc = check_common(&k, req, false);
     if (rc)
         return rc;
-    size_t esize = tide_dtype_size(dtype);
+    size_t esize = k.esize;
     size_t in = mul3(sendcount, 1, esize), out = mul3(sendcount, (size_t)comm->size, esize);
     char *own = recvbuf ? (char *)recvbuf + (size_t)comm->rank * (in == SIZE_MAX ? 0 : in) : NULL;
     if (k.sendbuf == TIDE_IN_PLACE)
@@ -438,7 +439,7 @@ int tide_iallgatherv(tide_comm *comm, const void *sendbuf, void *recvbuf, const 
     size_t total;
     if ((rc = offsets_of(&k, counts, &k.blk.offs, &total)))
         return rc;
-    size_t esize = tide_dtype_size(dtype);
+    size_t esize = k.esize;
     size_t in = mul3(counts[comm->rank], 1, esize), out = mul3(total, 1, esize);
     if (k.sendbuf == TIDE_IN_PLACE)
         k.sendbuf = recvbuf ? (char *)recvbuf + k.blk.offs[comm->rank] * esize : NULL;
@@ -469,7 +470,7 @@ int tide_allgatherv(tide_comm *comm, const void *sendbuf, void *recvbuf, const s
 static int reduce_scatter_launch(struct call *k, size_t total, tide_req **req)
 {
     tide_comm *comm = k->comm;
-    size_t esize = tide_dtype_size(k->dtype);
+    size_t esize = k->esize;
     size_t own_off = tide__blocks_off(&k->blk, comm->size, comm->rank);
     size_t in = mul3(total, 1, esize);
     size_t out = mul3(tide__blocks_off(&k->blk, comm->size, comm->rank + 1) - own_off, 1, esize);
@@ -557,7 +558,7 @@ static int rooted_blocks(struct call *k, tide_req **req, const void *one, const 
         return rc;
     if (one == TIDE_IN_PLACE || all == TIDE_IN_PLACE)
         return reject(k, "TIDE_IN_PLACE is not supported here");
-    size_t esize = tide_dtype_size(k->dtype);
+    size_t esize = k->esize;
     size_t b1 = mul3(k->count, 1, esize), ball = mul3(k->count, (size_t)comm->size, esize);
     if ((rc = check_buf(k, one_name, one, b1)))
         return rc;
@@ -622,7 +623,7 @@ int tide_ialltoall(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t c
         return rc;
     if (sendbuf == TIDE_IN_PLACE)
         return reject(&k, "TIDE_IN_PLACE is not supported here");
-    size_t bytes = mul3(count, (size_t)comm->size, tide_dtype_size(dtype));
+    size_t bytes = mul3(count, (size_t)comm->size, k.esize);
     if ((rc = check_buf(&k, "sendbuf", sendbuf, bytes)) || (rc = check_buf(&k, "recvbuf", recvbuf, bytes)))
         return rc;
     if (overlaps(sendbuf, bytes, recvbuf, bytes))

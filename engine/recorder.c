@@ -17,7 +17,9 @@ static struct tide__rec_op *slot(tide_comm *comm, uint64_t seq)
     return &comm->rec->ops[seq % TIDE_REC_OPS];
 }
 
-static void record_start(tide_req *req, uint64_t now)
+/* Write req's entry as started at now, or as done then too if `whole`
+ * (one pass of stores: the direct path records every small collective). */
+static void record_start(tide_req *req, uint64_t now, bool whole)
 {
     struct tide__ctx *ctx = req->ctx;
     if (!ctx->rec.ready)
@@ -32,7 +34,7 @@ static void record_start(tide_req *req, uint64_t now)
     op->seq = req->seq;
     op->t_post = req->deadline_ns - ctx->timeout_ns; /* the deadline counts from the post */
     op->t_start = now;
-    op->t_end = 0;
+    op->t_end = whole ? now : 0;
     op->count = req->sig.count;
     op->bytes = req->op_bytes;
     op->algorithm = req->algorithm;
@@ -41,7 +43,7 @@ static void record_start(tide_req *req, uint64_t now)
     op->kind = req->sig.kind;
     op->dtype = req->sig.dtype;
     op->redop = req->sig.redop;
-    op->state = TIDE_REC_STARTED;
+    op->state = whole ? TIDE_REC_DONE : TIDE_REC_STARTED;
 }
 
 static void record_end(tide_req *req, int status, uint64_t now)
@@ -58,7 +60,7 @@ static void record_end(tide_req *req, int status, uint64_t now)
 
 void tide__rec_start(tide_req *req)
 {
-    record_start(req, tide__ctx_now(req->ctx));
+    record_start(req, tide__ctx_now(req->ctx), false);
 }
 
 void tide__rec_end(tide_req *req, int status)
@@ -68,8 +70,7 @@ void tide__rec_end(tide_req *req, int status)
 
 void tide__rec_whole(tide_req *req, uint64_t now)
 {
-    record_start(req, now);
-    record_end(req, 0, now);
+    record_start(req, now, true);
 }
 
 /* Automatic dumps at most this often: the first failure's picture is the
