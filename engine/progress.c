@@ -234,11 +234,12 @@ static int setup_ring(struct tide__ctx *ctx)
 }
 
 /* The drive right is one word, not a pthread mutex: it is taken and let
- * go on every blocking call's path, where glibc's mutex cost two calls
- * with their checks and, with the fence the sleepers' check needs after
- * letting go, three locked instructions to let go where one exchange
- * does both.  Nobody blocks on it: a thread that finds it held spins,
- * yields, naps or sleeps on its own futex word (wait.c, below). */
+ * go on every blocking call's path, where glibc's mutex cost two library
+ * calls with their checks, and letting go three locked instructions (the
+ * work_pending store, the unlock, the fence the sleepers' check needs)
+ * where one exchange now does.  Nobody blocks on it: a thread that finds
+ * it held spins, yields, naps or sleeps on its own futex word (wait.c,
+ * below). */
 bool tide__progress_try_drive(struct tide__ctx *ctx)
 {
     if (ctx->inline_mode)
