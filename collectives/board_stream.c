@@ -56,6 +56,7 @@
 #define STREAM_HALF (STREAM_ENTRIES / 2)
 #define STREAM_STEP 32 /* a held root waits for the reader's next block of this many */
 #define STREAM_SPAN (STREAM_MAX_BYTES / STREAM_PART) /* the most entries a part takes */
+_Static_assert(STREAM_SPAN <= UINT8_MAX, "an op keeps its entry count in a byte (stream_k)");
 #define SEQ_BITS 40
 #define SEQ_MASK (((uint64_t)1 << SEQ_BITS) - 1)
 #define CODE_VALID ((uint64_t)1 << 16) /* in every code, so no tag is 0 */
