@@ -1,6 +1,6 @@
 /* board_stream.c - the stream: 2-rank collectives in which one rank
- * only sends and the other only receives (broadcast and scatter up to 64
- * bytes, reduce and gather up to 8 a part), on boards, with no header,
+ * only sends and the other only receives (broadcast and scatter up to
+ * 128 bytes, reduce and gather up to 8 a part), on boards, with no header,
  * no `posted` and no gate crossing per call.  Below, "root" and
  * "reader" are the sender and the receiver: a reduce's or gather's
  * sender is the rank that is not its root.
@@ -59,7 +59,18 @@
 _Static_assert(STREAM_SPAN <= UINT8_MAX, "an op keeps its entry count in a byte (stream_k)");
 #define SEQ_BITS 40
 #define SEQ_MASK (((uint64_t)1 << SEQ_BITS) - 1)
-#define CODE_VALID ((uint64_t)1 << 16) /* in every code, so no tag is 0 */
+/* A code's fields, from its low bits: dtype (5 bits), count (8), root
+ * (1), CODE_VALID (1), the kind's place in kinds[] (2) and the
+ * operation (4): 21 bits, of the 23 a tag has above its sequence beside
+ * REPORTED. */
+#define COUNT_AT 5
+#define ROOT_AT 13
+#define KIND_AT 15
+#define REDOP_AT 17
+#define CODE_VALID ((uint64_t)1 << 14) /* in every code, so no tag is 0 */
+_Static_assert(TIDE_DTYPE_COUNT <= 1 << COUNT_AT, "a dtype fits its 5 bits");
+_Static_assert(STREAM_MAX_BYTES < 1 << (ROOT_AT - COUNT_AT), "a count fits its 8 bits");
+_Static_assert(REDOP_AT + 4 <= 63 - SEQ_BITS, "a code fits above the sequence");
 #define REPORTED ((uint64_t)1 << 63)   /* on the peer's tag: this rank called another
                                           collective there (tide__stream_went_by) */
 
@@ -97,12 +108,23 @@ static uint64_t kind_code(uint8_t kind)
 }
 
 /* What may differ between two stream collectives (select.c takes the
- * stream for up to 64 bytes on 2 ranks: count < 128, root < 2; the
- * operation is a tide_op, < 16). */
+ * stream for up to STREAM_MAX_BYTES on 2 ranks: count < 256, root < 2;
+ * the operation is a tide_op, < 16). */
 static uint64_t code_of(const struct tide__frame *sig)
 {
-    return (uint64_t)sig->dtype | (sig->count & 127) << 8 | (uint64_t)(sig->root & 1) << 15 |
-           CODE_VALID | kind_code(sig->kind) << 17 | (uint64_t)(sig->redop & 15) << 19;
+    return (uint64_t)(sig->dtype & 31) | (sig->count & 255) << COUNT_AT |
+           (uint64_t)(sig->root & 1) << ROOT_AT | CODE_VALID | kind_code(sig->kind) << KIND_AT |
+           (uint64_t)(sig->redop & 15) << REDOP_AT;
+}
+
+static uint8_t kind_in(uint64_t code)
+{
+    return kinds[code >> KIND_AT & 3];
+}
+
+static size_t count_in(uint64_t code)
+{
+    return code >> COUNT_AT & 255;
 }
 
 static uint64_t tag_of(const struct tide__frame *sig, uint64_t seq)
@@ -121,12 +143,12 @@ static void sig_of(uint64_t tag, struct tide__frame *sig)
 {
     uint64_t code = code_in(tag);
     *sig = (struct tide__frame){
-        .kind = kinds[code >> 17 & 3],
-        .dtype = (uint8_t)code,
-        .redop = (uint8_t)(code >> 19 & 15),
-        .root = (int32_t)(code >> 15 & 1),
-        .count = code >> 8 & 127,
-        .flags = tide__algo_id(algos[code >> 17 & 3]),
+        .kind = kind_in(code),
+        .dtype = (uint8_t)(code & 31),
+        .redop = (uint8_t)(code >> REDOP_AT & 15),
+        .root = (int32_t)(code >> ROOT_AT & 1),
+        .count = count_in(code),
+        .flags = tide__algo_id(algos[code >> KIND_AT & 3]),
         .seq = seq_of(tag),
     };
 }
@@ -162,8 +184,8 @@ static uint64_t entries_for(size_t bytes)
 static uint64_t entries_of(uint64_t tag)
 {
     uint64_t code = code_in(tag);
-    size_t esize = tide_dtype_size((tide_dtype)(uint8_t)code);
-    uint64_t k = entries_for(part_bytes(kinds[code >> 17 & 3], code >> 8 & 127, esize));
+    size_t esize = tide_dtype_size((tide_dtype)(code & 31));
+    uint64_t k = entries_for(part_bytes(kind_in(code), count_in(code), esize));
     return k < STREAM_SPAN ? k : STREAM_SPAN;
 }
 

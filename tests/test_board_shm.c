@@ -943,7 +943,7 @@ static void ahead_body(tide_comm *world, void *arg)
 }
 
 /* The reader calls another broadcast (two elements, not one; arg
- * "stream16": sixteen, through the stream) at call 20 of a stream its
+ * "stream16" or "stream32": as many, through the stream) at call 20 of a stream its
  * root runs ahead of: its own call fails, and the root, whose call of it
  * succeeded, learns of it late: from one of its next calls or, after the
  * last, by polling.  The call that tells it runs no collective
@@ -956,13 +956,13 @@ static void ahead_mismatch_body(tide_comm *world, void *arg)
     int told = 0;
     const char *msg = "", *algo = arg ? (const char *)arg : "board";
     int bad_count = 2;
-    if (!strcmp(algo, "stream16")) { /* 64 bytes: eight stream entries against one */
+    if (!strncmp(algo, "stream", 6) && algo[6]) { /* 64 or 128 bytes: 8 or 16 entries against one */
+        bad_count = atoi(algo + 6);
         algo = "stream";
-        bad_count = 16;
     }
     setenv("TIDE_ALGO_BROADCAST", algo, 1);
     for (int k = 0; k < 40; k++) {
-        int32_t v[16] = {r == 0 ? k : -1, r == 0 ? k : -1};
+        int32_t v[32] = {r == 0 ? k : -1, r == 0 ? k : -1};
         bool bad = r == 1 && k == AHEAD_BAD_CALL;
         int rc = tide_broadcast(world, v, bad ? (size_t)bad_count : 1, TIDE_INT32, 0);
         if (bad) {
@@ -1132,21 +1132,21 @@ static void rooted_roots_learn_late(void **state)
     assert_int_equal(run_on_shm_with(3, 10, TIDE_PROGRESS_INLINE, two_roots_poll_body, NULL), 0);
 }
 
-/* ---- the stream: 2-rank broadcasts of up to 8 bytes ---- */
+/* ---- the stream: 2-rank broadcasts of up to 128 bytes ---- */
 
-/* One broadcast of k's shape (its dtype and count vary with k, up to 64
- * bytes: one to eight entries) from root, blocking but every fourth;
- * every element checked. */
+/* One broadcast of k's shape (its dtype and count vary with k, up to
+ * 128 bytes: one to sixteen entries) from root, blocking but every
+ * fourth; every element checked. */
 static void stream_one(tide_comm *world, int k, int root)
 {
     int r = tide_comm_rank(world);
     union {
-        int8_t i8[64];
-        int32_t i32[16];
-        double f64[8];
+        int8_t i8[128];
+        int32_t i32[32];
+        double f64[16];
     } v;
     memset(&v, 0xee, sizeof v);
-    int shape = k % 3, count = shape == 0 ? 1 + k % 64 : shape == 1 ? 1 + k % 16 : 1 + k % 8;
+    int shape = k % 3, count = shape == 0 ? 1 + k % 128 : shape == 1 ? 1 + k % 32 : 1 + k % 16;
     for (int i = 0; i < count && r == root; i++) {
         if (shape == 0)
             v.i8[i] = (int8_t)(k + i);
@@ -1173,7 +1173,7 @@ static void stream_one(tide_comm *world, int k, int root)
                                : v.f64[i] == k + 0.5 * i;
         EXPECT(ok, "stream broadcast %d (shape %d) element %d is wrong", k, shape, i);
     }
-    EXPECT(shape != 0 || count == 64 || v.i8[count] == (int8_t)0xee,
+    EXPECT(shape != 0 || count == 128 || v.i8[count] == (int8_t)0xee,
            "stream broadcast %d wrote past its %d bytes", k, count);
 }
 
@@ -1446,6 +1446,7 @@ static void stream_mismatches(void **state)
     assert_int_equal(run_on_shm_with(2, 10, TIDE_PROGRESS_INLINE, ahead_mismatch_body,
                                      (void *)stream), 0);
     assert_int_equal(run_on_shm(2, 10, ahead_mismatch_body, (void *)"stream16"), 0);
+    assert_int_equal(run_on_shm(2, 10, ahead_mismatch_body, (void *)"stream32"), 0);
     assert_int_equal(run_on_shm(2, 10, stream_rooted_mismatch_body, NULL), 0);
 }
 
