@@ -132,9 +132,14 @@ size_t tide__blocks_off(const struct tide__blocks *blk, int n, int b);
 size_t tide__blk_off(const struct tide__coll *c, int b);
 size_t tide__blk_len(const struct tide__coll *c, int b);
 
-/* Byte pointers into a buffer, by element index. */
+/* Byte pointers into a buffer, by element index.  A buffer may be NULL
+ * where it holds no element (a count of 0, a rank that receives
+ * nothing): no offset is applied to it then, not even 0, which C leaves
+ * undefined (clang's UBSan reports it). */
 static inline char *tide__at(const struct tide__coll *c, const void *buf, size_t elem)
 {
+    if (!buf)
+        return NULL;
     return (char *)buf + elem * c->esize;
 }
 
