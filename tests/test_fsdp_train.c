@@ -93,7 +93,7 @@ static void expect_critical_path_within(const char *out)
 {
     const char *mine = strstr(out, " ms, blocked ");
     const char *path = strstr(out, "for; median): blocked ");
-    double rank0, critical, hidden;
+    double rank0 = 0, critical = 0, hidden = 0; /* fail_msg does not return, unknown to clang */
     if (mine == NULL || path == NULL || sscanf(mine, " ms, blocked %lf", &rank0) != 1 ||
         sscanf(path, "for; median): blocked %lf ms, communication hidden %lf", &critical,
                &hidden) != 2)
