@@ -69,7 +69,7 @@ const struct tide__algo tide__algo_board_scatter = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &scatter_hooks};
 
 /* The same on 2 ranks through the stream (board_stream.c): the root's
- * whole input, up to 64 bytes, in one entry per 8. */
+ * whole input, up to 128 bytes, in one entry per 8. */
 static const struct tide__board_algo stream_scatter_hooks = {
     root_whole, NULL, tide__board_reads_from_root, my_block, copy_my_block, NULL, true};
 
