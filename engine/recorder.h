@@ -17,7 +17,8 @@
 
 enum tide__rec_state { TIDE_REC_EMPTY = 0, TIDE_REC_STARTED, TIDE_REC_DONE, TIDE_REC_FAILED };
 
-/* One collective as this rank saw it.  Times are the context's clock. */
+/* One collective as this rank saw it.  Times are the context's clock:
+ * t_post precise, t_start and t_end at tick resolution (recorder.c). */
 struct tide__rec_op {
     uint64_t seq; /* its slot is seq % TIDE_REC_OPS */
     uint64_t t_post, t_start, t_end; /* t_end 0 while it runs */

@@ -16,6 +16,9 @@
  *
  * Times are the rank's monotonic clock; now_ns and wall_ns (realtime)
  * were read together, so the doctor can put every rank on one time line.
+ * post_ns and now_ns are precise; start_ns and end_ns are the coarse
+ * clock's (the kernel's last tick: 1-4 ms behind, recorder.c), never
+ * before post_ns, so an operation shorter than a tick may show 0.
  * Ranks are world ranks.  Reactor thread only. */
 #include "engine/context.h"
 #include "engine/json.h"
