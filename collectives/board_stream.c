@@ -165,11 +165,11 @@ static int sender(const struct tide__board_op *op)
     return sender_of(op->c.kind, op->c.root);
 }
 
-/* The bytes the sender's part holds: a scatter's root sends both
- * blocks, the others one vector or block. */
-static size_t part_bytes(uint8_t kind, size_t count, size_t esize)
+/* The bytes the sender's part holds: one vector or block (a scatter's
+ * root sends its reader's block only, board_alltoall.c). */
+static size_t part_bytes(size_t count, size_t esize)
 {
-    return (kind == TIDE_KIND_SCATTER ? 2 : 1) * count * esize;
+    return count * esize;
 }
 
 /* The entries a part of `bytes` takes: one for each 8 bytes, at least one. */
@@ -185,7 +185,7 @@ static uint64_t entries_of(uint64_t tag)
 {
     uint64_t code = code_in(tag);
     size_t esize = tide_dtype_size((tide_dtype)(code & 31));
-    uint64_t k = entries_for(part_bytes(kind_in(code), count_in(code), esize));
+    uint64_t k = entries_for(part_bytes(count_in(code), esize));
     return k < STREAM_SPAN ? k : STREAM_SPAN;
 }
 
@@ -299,7 +299,7 @@ void tide__stream_check(struct tide__board_comm *bc, tide_comm *comm)
 static uint64_t entries(struct tide__board_op *op)
 {
     if (!op->stream_k)
-        op->stream_k = (uint8_t)entries_for(part_bytes(op->c.kind, op->c.count, op->c.esize));
+        op->stream_k = (uint8_t)entries_for(part_bytes(op->c.count, op->c.esize));
     return op->stream_k;
 }
 
@@ -407,7 +407,7 @@ static bool take_plain(struct tide__board_op *op)
     if (k == 1) {
         op->parts[q] = entry_at(b, i)->part; /* copy_out takes it from there */
     } else {
-        size_t bytes = part_bytes(op->c.kind, op->c.count, op->c.esize);
+        size_t bytes = part_bytes(op->c.count, op->c.esize);
         for (uint64_t j = 0; j < k; j++)
             copy_part(op->own_tiny + j * STREAM_PART, entry_at(b, i + j)->part, bytes,
                       j * STREAM_PART);

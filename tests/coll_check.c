@@ -100,14 +100,14 @@ static bool board_fits(const struct ccase *k, int n)
 }
 
 /* Whether k may take the stream (collectives/board_stream.c), on 2
- * ranks that share memory: a broadcast or a scatter of up to 128 bytes
- * (a scatter's both blocks), a reduce of up to 8, a gather of blocks of
- * up to 8. */
+ * ranks that share memory: a broadcast of up to 128 bytes, a scatter
+ * of blocks of up to 128 (the root streams its reader's), a reduce of
+ * up to 8, a gather of blocks of up to 8. */
 static bool stream_fits(const struct ccase *k, int n)
 {
     size_t bytes = k->count * tide_dtype_size(k->dtype);
     bool fits = k->coll == C_BROADCAST   ? bytes <= 128
-                : k->coll == C_SCATTER ? 2 * bytes <= 128
+                : k->coll == C_SCATTER ? bytes <= 128
                 : k->coll == C_REDUCE || k->coll == C_GATHER ? bytes <= 8
                                                              : false;
     return fits && n == 2 && coll_boards_run(n);

@@ -1332,13 +1332,13 @@ static void stream_reuse_body(tide_comm *world, void *arg)
 }
 
 /* One reduce, gather or scatter of k's shape from root (kind k % 3; a
- * reduce or gather of one or two int32s, a scatter of blocks of 1-8),
- * every element checked. */
+ * reduce or gather of one or two int32s, a scatter of blocks of 1-32:
+ * up to 128 bytes, the most the root streams), every element checked. */
 static void stream_rooted_one(tide_comm *world, int k, int root)
 {
-    int r = tide_comm_rank(world), kind = k % 3, count = 1 + k % 2, bc = 1 + k % 8;
-    int32_t in[16], out[32];
-    for (int i = 0; i < 16; i++)
+    int r = tide_comm_rank(world), kind = k % 3, count = 1 + k % 2, bc = 1 + k % 32;
+    int32_t in[64], out[40];
+    for (int i = 0; i < 64; i++)
         in[i] = r * 1000 + k + i;
     memset(out, 0xee, sizeof out);
     if (kind == 0) {
@@ -1352,7 +1352,15 @@ static void stream_rooted_one(tide_comm *world, int k, int root)
                 EXPECT(out[q * count + i] == q * 1000 + k + i, "stream gather %d [%d][%d]: %d",
                        k, q, i, out[q * count + i]);
     } else {
-        EXPECT_OK(tide_scatter(world, in, out, (size_t)bc, TIDE_INT32, root));
+        if (k % 4 == 2) { /* the request path; the direct path the other times */
+            tide_req *req = NULL;
+            EXPECT_OK(tide_iscatter(world, in, out, (size_t)bc, TIDE_INT32, root, &req));
+            EXPECT_OK(tide_wait(req, -1));
+            expect_algo(req, "stream");
+            tide_req_free(req);
+        } else {
+            EXPECT_OK(tide_scatter(world, in, out, (size_t)bc, TIDE_INT32, root));
+        }
         for (int i = 0; i < bc; i++)
             EXPECT(out[i] == root * 1000 + k + r * bc + i, "stream scatter %d [%d]: %d", k, i,
                    out[i]);
