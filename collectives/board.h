@@ -127,9 +127,9 @@ struct tide__board_op {
      * own_tiny is written before it is read. */
     struct tide__watch watch;
     tide__msg wmsg;
-    /* A tiny part of ours, to read (own_part), or a stream reader's
-     * copy of its sender's part (board_stream.c). */
-    uint8_t own_tiny[BOARD_TINY > STREAM_MAX_BYTES ? BOARD_TINY : STREAM_MAX_BYTES];
+    /* A tiny part of ours, to read (own_part); or a stream reader's copy
+     * of its own part, and of its sender's behind it (board_stream.c). */
+    uint8_t own_tiny[BOARD_TINY > 2 * STREAM_MAX_BYTES ? BOARD_TINY : 2 * STREAM_MAX_BYTES];
 };
 
 /* Whether this rank is the root of op's rooted collective: the test of

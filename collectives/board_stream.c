@@ -20,8 +20,10 @@
  * Both ranks write entries for every stream collective, as many and at
  * the same index (a communicator's stream collectives pair up in order,
  * as all its collectives do): the root its part, the reader an
- * acknowledgement (the tags, and its own part where it reads it too: a
- * reduce's or gather's root), written before it reads.  A tag holds the
+ * acknowledgement (the tags only), written before it reads.  A reader
+ * that reads its own part too (a reduce's or gather's root) reads it
+ * from its buffer or a copy (own_part), since a part of more than one
+ * entry is not contiguous in them.  A tag holds the
  * collective's sequence (low SEQ_BITS bits) and a code of the caller's
  * signature (kind, operation, dtype, count and root: the algorithm is
  * the stream's; they give the entries it takes), so that
@@ -348,16 +350,30 @@ void tide__stream_gate_passed(struct tide__board_op *op)
     report_bad(op->bc, op->c.req.comm);
 }
 
+/* Where a reader that reads its own part too (a reduce's or gather's
+ * root) takes it from: the caller's buffer where the algorithm allows
+ * (its `own`), else a copy, made before anything is written (the
+ * buffers overlap).  The copy goes to the front of own_tiny; the
+ * sender's part, where take_plain gathers it, behind. */
+static const uint8_t *own_part(struct tide__board_op *op, const void *src, size_t bytes)
+{
+    if (!bytes || (op->algo->own && op->algo->own(op, src)))
+        return src;
+    tide__coll_copy(&op->c, op->own_tiny, src, bytes);
+    return op->own_tiny;
+}
+
 void tide__stream_publish(struct tide__board_op *op)
 {
     struct tide__board_comm *bc = op->bc;
     uint64_t i = bc->streams, k = entries(op);
-    const void *src;
-    size_t bytes = op->algo->part(op, &src); /* 0: the reader acknowledges */
-    put(bc, i, k, tag(op), src, bytes);
+    const void *src = NULL;
+    size_t bytes = op->algo->part(op, &src); /* a reader's own, or 0 */
+    bool sends = op->me == sender(op);
+    put(bc, i, k, tag(op), src, sends ? bytes : 0);
     bc->streams = i + k;
     op->stream_at = i;
-    op->parts[op->me] = entry_at(bc->mine, i)->part;
+    op->parts[op->me] = sends ? entry_at(bc->mine, i)->part : own_part(op, src, bytes);
 }
 
 /* A reader rings its root only where the root may wait for it: at a full
@@ -392,9 +408,8 @@ bool tide__stream_ready(struct tide__board_op *op, int *peer)
 }
 
 /* The sender's entries are there and as ours: its part, gathered out of
- * them, is op->parts[sender] (in own_tiny, which a receiver has no
- * other use for: select.c keeps a part a receiver reads of its own to
- * one entry, which it reads in place). */
+ * them, is op->parts[sender] (in own_tiny, behind the copy of our own
+ * part own_part may have made). */
 static bool take_plain(struct tide__board_op *op)
 {
     struct tide__board_comm *bc = op->bc;
@@ -409,9 +424,9 @@ static bool take_plain(struct tide__board_op *op)
     } else {
         size_t bytes = part_bytes(op->c.count, op->c.esize);
         for (uint64_t j = 0; j < k; j++)
-            copy_part(op->own_tiny + j * STREAM_PART, entry_at(b, i + j)->part, bytes,
-                      j * STREAM_PART);
-        op->parts[q] = op->own_tiny;
+            copy_part(op->own_tiny + STREAM_MAX_BYTES + j * STREAM_PART, entry_at(b, i + j)->part,
+                      bytes, j * STREAM_PART);
+        op->parts[q] = op->own_tiny + STREAM_MAX_BYTES;
     }
     if (bc->seen == i)
         bc->seen = i + k;

@@ -189,23 +189,25 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
 }
 
 /* Whether a collective of kind moving `bytes` may take the stream
- * (board_stream.c): boards, 2 ranks, and a part the stream carries.  A
- * broadcast's or scatter's receiver reads only the root's part, up to
- * 128 bytes in sixteen entries (a scatter's `bytes` are both blocks, of
- * which the root streams the reader's); a reduce's or gather's root
- * reads its own part too, which must then fit one entry to be read in place (a
- * gather's `bytes` are both blocks).  An entry carries 8 bytes in 16,
+ * (board_stream.c): boards, 2 ranks, and a part the stream carries: the
+ * sender's vector or block, up to 128 bytes in sixteen entries (a
+ * scatter's and a gather's `bytes` are both blocks, of which one
+ * streams; a reduce's or gather's root reads its own from its buffer).
+ * A reduce streams up to 64 bytes: at 128 its root, which gathers the
+ * sender's entries before it reduces, took 0.30-0.33 us against
+ * 0.30-0.31 on boards (64 B 0.28 against 0.33-0.34; three interleaved
+ * rounds).  An entry carries 8 bytes in 16,
  * so a larger part moves more lines than the boards' header crossing
  * costs.  2-rank broadcast, interleaved runs (2026-11-29): 96 and 128 B
  * 0.28-0.31 us on the stream against 0.38-0.44 on boards, 256 B
  * 0.39-0.42 against 0.37-0.40. */
 static bool streams(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
-    size_t most = kind == TIDE_KIND_BROADCAST  ? STREAM_MAX_BYTES
-                  : kind == TIDE_KIND_SCATTER ? 2 * STREAM_MAX_BYTES
-                  : kind == TIDE_KIND_GATHER  ? 2 * STREAM_PART
-                  : kind == TIDE_KIND_REDUCE  ? STREAM_PART
-                                              : 0;
+    size_t most = kind == TIDE_KIND_BROADCAST ? STREAM_MAX_BYTES
+                  : kind == TIDE_KIND_REDUCE  ? STREAM_MAX_BYTES / 2
+                  : kind == TIDE_KIND_SCATTER || kind == TIDE_KIND_GATHER
+                      ? 2 * STREAM_MAX_BYTES
+                      : 0;
     return comm->size == 2 && bytes <= most && tide__board_fits(kind, comm, bytes);
 }
 

@@ -101,15 +101,15 @@ static bool board_fits(const struct ccase *k, int n)
 
 /* Whether k may take the stream (collectives/board_stream.c), on 2
  * ranks that share memory: a broadcast of up to 128 bytes, a scatter
- * of blocks of up to 128 (the root streams its reader's), a reduce of
- * up to 8, a gather of blocks of up to 8. */
+ * or a gather of blocks of up to 128 (one of which streams), a reduce of
+ * up to 64. */
 static bool stream_fits(const struct ccase *k, int n)
 {
     size_t bytes = k->count * tide_dtype_size(k->dtype);
-    bool fits = k->coll == C_BROADCAST   ? bytes <= 128
-                : k->coll == C_SCATTER ? bytes <= 128
-                : k->coll == C_REDUCE || k->coll == C_GATHER ? bytes <= 8
-                                                             : false;
+    bool fits = k->coll == C_REDUCE ? bytes <= 64
+                : k->coll == C_BROADCAST || k->coll == C_SCATTER || k->coll == C_GATHER
+                    ? bytes <= 128
+                    : false;
     return fits && n == 2 && coll_boards_run(n);
 }
 

@@ -1331,13 +1331,16 @@ static void stream_reuse_body(tide_comm *world, void *arg)
     }
 }
 
-/* One reduce, gather or scatter of k's shape from root (kind k % 3; a
- * reduce or gather of one or two int32s, a scatter of blocks of 1-32:
- * up to 128 bytes, the most the root streams), every element checked. */
+/* One reduce, gather or scatter of k's shape from root (kind k % 3), of
+ * vectors of 1-16 int32s or blocks of 1-32 (the most that streams),
+ * every element checked.  Every fifth gather's root has its
+ * input in recvbuf, at the other rank's block, which rank 1 as root
+ * writes first: it must read its part from a copy. */
 static void stream_rooted_one(tide_comm *world, int k, int root)
 {
-    int r = tide_comm_rank(world), kind = k % 3, count = 1 + k % 2, bc = 1 + k % 32;
-    int32_t in[64], out[40];
+    int r = tide_comm_rank(world), kind = k % 3, bc = 1 + k % 32;
+    int count = kind == 0 ? 1 + k % 16 : bc; /* a reduce streams up to 64 bytes */
+    int32_t in[64], out[72];
     for (int i = 0; i < 64; i++)
         in[i] = r * 1000 + k + i;
     memset(out, 0xee, sizeof out);
@@ -1345,12 +1348,20 @@ static void stream_rooted_one(tide_comm *world, int k, int root)
         EXPECT_OK(tide_reduce(world, in, out, (size_t)count, TIDE_INT32, TIDE_SUM, root));
         for (int i = 0; i < count && r == root; i++)
             EXPECT(out[i] == 1000 + 2 * (k + i), "stream reduce %d [%d]: %d", k, i, out[i]);
+        EXPECT(out[count] == (int32_t)0xeeeeeeee, "stream reduce %d wrote past its vector", k);
     } else if (kind == 1) {
-        EXPECT_OK(tide_gather(world, in, out, (size_t)count, TIDE_INT32, root));
+        const int32_t *send = in;
+        if (r == root && k % 5 == 1) {
+            memcpy(out + (1 - r) * count, in, (size_t)count * sizeof *in);
+            send = out + (1 - r) * count;
+        }
+        EXPECT_OK(tide_gather(world, send, out, (size_t)count, TIDE_INT32, root));
         for (int q = 0; q < 2 && r == root; q++)
             for (int i = 0; i < count; i++)
                 EXPECT(out[q * count + i] == q * 1000 + k + i, "stream gather %d [%d][%d]: %d",
                        k, q, i, out[q * count + i]);
+        EXPECT(r != root || out[2 * count] == (int32_t)0xeeeeeeee,
+               "stream gather %d wrote past its blocks", k);
     } else {
         if (k % 4 == 2) { /* the request path; the direct path the other times */
             tide_req *req = NULL;
