@@ -665,14 +665,16 @@ static size_t tiny_max(struct tide__board_op *op)
  * blocking, 3 interleaved runs against reading our slot: all-reduce 8 B
  * 0.53-0.67 us against 0.61-0.71, 512 B 0.69-0.83 against 0.93-0.97,
  * 4 KiB 1.89-2.05 against 2.48-2.64; all-gather 4 KiB 1.19-1.34 against
- * 1.42-1.57. */
+ * 1.42-1.57.  A stream collective has no slot (a reduce's or gather's
+ * root reads its own part from its buffer or the copy): its parts fit
+ * own_tiny's front, the sender's going behind (board_stream.c). */
 static const uint8_t *own_part(struct tide__board_op *op, const void *src, size_t bytes)
 {
     if (!bytes || reads_of(op) == TIDE__READS_NONE)
         return op->mine; /* read takes nothing here (a broadcast's root) */
     if (op->algo->own && op->algo->own(op, src))
         return src;
-    if (bytes <= tiny_max(op)) {
+    if (bytes <= tiny_max(op) || op->algo->stream) {
         memcpy(op->own_tiny, src, bytes);
         return op->own_tiny;
     }
@@ -696,16 +698,17 @@ static void raise_posted(struct tide__board_op *op)
  * first, and says why). */
 static void publish(struct tide__board_op *op)
 {
+    const void *src = NULL;
+    size_t bytes = op->algo->part(op, &src);
     if (op->algo->stream) {
-        tide__stream_publish(op);
+        tide__stream_publish(op, src, bytes);
+        op->parts[op->me] = own_part(op, src, bytes);
         return;
     }
     struct tide__board_comm *bc = op->bc;
     struct board *b = bc->mine;
     uint64_t seq = op->c.req.seq;
     struct board_slot_head *head = &b->head[bc->pubs % BOARD_HEADS];
-    const void *src = NULL;
-    size_t bytes = op->algo->part(op, &src);
     bool tiny = bytes && bytes <= tiny_max(op);
     op->line2 = tiny && bytes > BOARD_TINY_LINE;
     op->mine = tiny ? head->tiny : b->data[bc->pubs % 2];

@@ -78,7 +78,8 @@ void tide__board_report_late(struct tide__board_comm *bc, tide_comm *comm, uint6
 
 bool tide__stream_gate_ready(struct tide__board_op *op, int *peer);
 void tide__stream_gate_passed(struct tide__board_op *op);
-void tide__stream_publish(struct tide__board_op *op);
+/* Our entries: the part (bytes of it at src) if we send, else the tags. */
+void tide__stream_publish(struct tide__board_op *op, const void *src, size_t bytes);
 void tide__stream_raise(struct tide__board_op *op);
 bool tide__stream_ready(struct tide__board_op *op, int *peer);
 /* The sender's part taken into op->parts (true), or the request failed

@@ -22,8 +22,8 @@
  * as all its collectives do): the root its part, the reader an
  * acknowledgement (the tags only), written before it reads.  A reader
  * that reads its own part too (a reduce's or gather's root) reads it
- * from its buffer or a copy (own_part), since a part of more than one
- * entry is not contiguous in them.  A tag holds the
+ * from its buffer or a copy (board.c, own_part), since a part of more
+ * than one entry is not contiguous in them.  A tag holds the
  * collective's sequence (low SEQ_BITS bits) and a code of the caller's
  * signature (kind, operation, dtype, count and root: the algorithm is
  * the stream's; they give the entries it takes), so that
@@ -350,30 +350,13 @@ void tide__stream_gate_passed(struct tide__board_op *op)
     report_bad(op->bc, op->c.req.comm);
 }
 
-/* Where a reader that reads its own part too (a reduce's or gather's
- * root) takes it from: the caller's buffer where the algorithm allows
- * (its `own`), else a copy, made before anything is written (the
- * buffers overlap).  The copy goes to the front of own_tiny; the
- * sender's part, where take_plain gathers it, behind. */
-static const uint8_t *own_part(struct tide__board_op *op, const void *src, size_t bytes)
-{
-    if (!bytes || (op->algo->own && op->algo->own(op, src)))
-        return src;
-    tide__coll_copy(&op->c, op->own_tiny, src, bytes);
-    return op->own_tiny;
-}
-
-void tide__stream_publish(struct tide__board_op *op)
+void tide__stream_publish(struct tide__board_op *op, const void *src, size_t bytes)
 {
     struct tide__board_comm *bc = op->bc;
     uint64_t i = bc->streams, k = entries(op);
-    const void *src = NULL;
-    size_t bytes = op->algo->part(op, &src); /* a reader's own, or 0 */
-    bool sends = op->me == sender(op);
-    put(bc, i, k, tag(op), src, sends ? bytes : 0);
+    put(bc, i, k, tag(op), src, op->me == sender(op) ? bytes : 0);
     bc->streams = i + k;
     op->stream_at = i;
-    op->parts[op->me] = sends ? entry_at(bc->mine, i)->part : own_part(op, src, bytes);
 }
 
 /* A reader rings its root only where the root may wait for it: at a full
@@ -409,7 +392,7 @@ bool tide__stream_ready(struct tide__board_op *op, int *peer)
 
 /* The sender's entries are there and as ours: its part, gathered out of
  * them, is op->parts[sender] (in own_tiny, behind the copy of our own
- * part own_part may have made). */
+ * part board.c's own_part may have made). */
 static bool take_plain(struct tide__board_op *op)
 {
     struct tide__board_comm *bc = op->bc;

@@ -1333,9 +1333,11 @@ static void stream_reuse_body(tide_comm *world, void *arg)
 
 /* One reduce, gather or scatter of k's shape from root (kind k % 3), of
  * vectors of 1-16 int32s or blocks of 1-32 (the most that streams),
- * every element checked.  Every fifth gather's root has its
- * input in recvbuf, at the other rank's block, which rank 1 as root
- * writes first: it must read its part from a copy. */
+ * every element checked.  Every fifth gather's root has its input in
+ * recvbuf, at the other rank's block, which rank 1 as root writes
+ * first: it must read its part from a copy.  Its peer comes 2 ms late
+ * then, past the direct path's patience, so the root's call goes on as
+ * a request (board.c, tide__board_adopt), which makes that copy. */
 static void stream_rooted_one(tide_comm *world, int k, int root)
 {
     int r = tide_comm_rank(world), kind = k % 3, bc = 1 + k % 32;
@@ -1351,6 +1353,8 @@ static void stream_rooted_one(tide_comm *world, int k, int root)
         EXPECT(out[count] == (int32_t)0xeeeeeeee, "stream reduce %d wrote past its vector", k);
     } else if (kind == 1) {
         const int32_t *send = in;
+        if (r != root && k % 5 == 1)
+            harness_sleep_ms(2);
         if (r == root && k % 5 == 1) {
             memcpy(out + (1 - r) * count, in, (size_t)count * sizeof *in);
             send = out + (1 - r) * count;
