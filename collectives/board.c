@@ -670,8 +670,8 @@ static size_t tiny_max(struct tide__board_op *op)
  * own_tiny's front, the sender's going behind (board_stream.c). */
 static const uint8_t *own_part(struct tide__board_op *op, const void *src, size_t bytes)
 {
-    if (!bytes || reads_of(op) == TIDE__READS_NONE)
-        return op->mine; /* read takes nothing here (a broadcast's root) */
+    if (!bytes || reads_of(op) == TIDE__READS_NONE) /* read takes nothing here */
+        return op->algo->stream ? op->own_tiny : op->mine; /* not NULL: C's offsets */
     if (op->algo->own && op->algo->own(op, src))
         return src;
     if (bytes <= tiny_max(op) || op->algo->stream) {
@@ -946,6 +946,8 @@ static void board_release(tide_req *req)
     struct tide__board_op *op = (struct tide__board_op *)req;
     struct tide__board_comm *bc = op->bc;
     if (bc) {
+        if (op->algo && op->algo->stream && req->status)
+            bc->stream_failed = req->seq;
         op->started->ended = true;
         while (bc->first && bc->first->ended) {
             struct started *s = bc->first;

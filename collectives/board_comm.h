@@ -39,6 +39,8 @@ struct tide__board_comm {
                                     checked against ours */
     uint64_t stream_bad;         /* 1 + the index of one found unlike ours, to
                                     report; 0: none */
+    uint64_t stream_failed;      /* the last stream collective that failed here:
+                                    its caller was told, so look reports none */
 };
 
 /* A board collective started here, kept until `done` passes it (not in

@@ -238,7 +238,11 @@ static bool not_yet(struct tide__board_comm *bc, uint64_t index, uint64_t tag)
 
 /* Look at the peer's entries from `seen` up to `upto` (ours end there),
  * a collective at a time: seen moves over every one the peer wrote, and
- * the first unlike ours is kept in stream_bad for report_bad. */
+ * the first unlike ours is kept in stream_bad for report_bad, unless our
+ * call of it failed (its caller knows).  A collective of ours is every
+ * entry with its tag: as many as its code says, or as many as the
+ * sender's where a reader took as the sender did (take_as_sender_did),
+ * whose code says otherwise. */
 static void look(struct tide__board_comm *bc, struct board *peer, uint64_t upto)
 {
     while (bc->seen < upto) {
@@ -248,10 +252,13 @@ static void look(struct tide__board_comm *bc, struct board *peer, uint64_t upto)
         if (theirs != ours && !(ours & REPORTED)) {
             if (not_yet(bc, i, theirs))
                 return;
-            if (!bc->stream_bad)
+            if (!bc->stream_bad && seq_of(ours) != seq_of(bc->stream_failed))
                 bc->stream_bad = i + 1;
         }
-        bc->seen = i + entries_of(ours);
+        uint64_t j = i + 1;
+        while (j < upto && load(&entry_at(bc->mine, j)->tag) == ours)
+            j++;
+        bc->seen = j;
     }
 }
 
@@ -445,6 +452,12 @@ static void take_as_sender_did(struct tide__board_op *op, uint64_t tag)
     struct tide__board_comm *bc = op->bc;
     uint64_t i = op->stream_at, ours = entries(op), theirs = entries_of(tag);
     uint64_t mine = load(&entry_at(bc->mine, i)->tag);
+    /* A peer that reads too (it takes us for the sender) does the same
+     * with our tag: both keep the larger count, and the next pair up. */
+    struct tide__frame peer_sig;
+    sig_of(tag, &peer_sig);
+    if (sender_of(peer_sig.kind, peer_sig.root) == op->me && theirs < ours)
+        theirs = ours;
     for (uint64_t j = ours; j < theirs; j++)
         atomic_store_explicit(&entry_at(bc->mine, i + j)->tag, mine, memory_order_release);
     for (uint64_t j = theirs; j < ours; j++)

@@ -1443,6 +1443,60 @@ static void stream_rooted_mismatch_body(tide_comm *world, void *arg)
     EXPECT(sum == 2, "the all-reduce after: %d", sum);
 }
 
+/* Rank 0 gathers one byte where rank 1 gathers 128 (one entry against
+ * sixteen), right after five broadcasts that rank 0 rooted, so that its
+ * look lags behind its stream (a root looks in batches).  Rank 0, which
+ * reads, fails at once and is told nothing more; rank 1 is told late
+ * (the call that tells it runs no collective, so it makes that one
+ * again).  Then 1,100 broadcasts, over a full ring, must pair up: the
+ * look steps over all sixteen entries rank 0 took for the gather. */
+static void stream_lagging_mismatch_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world), told = 0;
+    int8_t v[128] = {0}, all[256];
+    for (int k = 0; k < 5; k++)
+        EXPECT_OK(tide_broadcast(world, v, 8, TIDE_INT8, 0));
+    int rc = tide_gather(world, v, all, r == 0 ? 1 : 128, TIDE_INT8, 0);
+    EXPECT(r == 0 ? rc == TIDE_EMISMATCH : rc == 0, "the gather: %s", tide_err_name(rc));
+    for (int k = 0; k < 1100; k++) {
+        int64_t x = r == k % 2 ? k : -1;
+        rc = tide_broadcast(world, &x, 1, TIDE_INT64, k % 2);
+        if (rc == TIDE_EMISMATCH && r == 1 && !told) {
+            told++;
+            k--;
+            continue;
+        }
+        EXPECT(rc == 0, "broadcast %d after the mismatch: %s", k, tide_err_name(rc));
+        EXPECT(x == k, "broadcast %d gave %lld", k, (long long)x);
+    }
+    EXPECT(r == 0 || told == 1, "rank 1 was told %d times", told);
+    const char *late = "";
+    EXPECT(tide_comm_async_error(world, &late) == 0, "a late report: %s", late);
+}
+
+/* Both ranks read: rank 0 broadcasts 128 bytes from rank 1, rank 1 one
+ * byte from rank 0 (sixteen entries against one).  Each finds the
+ * other's acknowledgement where it looks for a part and fails at once;
+ * both keep sixteen entries (the larger), so that 1,100 broadcasts
+ * after pair up. */
+static void stream_two_readers_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world);
+    int8_t v[128] = {0};
+    int rc = tide_broadcast(world, v, r == 0 ? 128 : 1, TIDE_INT8, 1 - r);
+    EXPECT(rc == TIDE_EMISMATCH, "the broadcast both read: %s", tide_err_name(rc));
+    for (int k = 0; k < 1100; k++) {
+        int64_t x = r == k % 2 ? k : -1;
+        rc = tide_broadcast(world, &x, 1, TIDE_INT64, k % 2);
+        EXPECT(rc == 0, "broadcast %d after the mismatch: %s", k, tide_err_name(rc));
+        EXPECT(x == k, "broadcast %d gave %lld", k, (long long)x);
+    }
+    const char *late = "";
+    EXPECT(tide_comm_async_error(world, &late) == 0, "a late report: %s", late);
+}
+
 static void stream_broadcasts(void **state)
 {
     (void)state;
@@ -1471,6 +1525,8 @@ static void stream_mismatches(void **state)
     assert_int_equal(run_on_shm(2, 10, ahead_mismatch_body, (void *)"stream16"), 0);
     assert_int_equal(run_on_shm(2, 10, ahead_mismatch_body, (void *)"stream32"), 0);
     assert_int_equal(run_on_shm(2, 10, stream_rooted_mismatch_body, NULL), 0);
+    assert_int_equal(run_on_shm(2, 10, stream_lagging_mismatch_body, NULL), 0);
+    assert_int_equal(run_on_shm(2, 10, stream_two_readers_body, NULL), 0);
 }
 
 /* ---- 16 ranks ---- */
