@@ -193,14 +193,13 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
  * sender's vector or block, up to 128 bytes in sixteen entries (a
  * scatter's and a gather's `bytes` are both blocks, of which one
  * streams; a reduce's or gather's root reads its own from its buffer).
- * A reduce streams up to 64 bytes: at 128 its root, which gathers the
+ * An entry carries 8 bytes in 16, so a larger part moves more lines
+ * than the boards' header crossing costs.  2 ranks, interleaved runs
+ * (2026-11-29): broadcast 96 and 128 B 0.28-0.31 us on the stream
+ * against 0.38-0.44 on boards, 256 B 0.39-0.42 against 0.37-0.40.  A
+ * reduce streams up to 64 bytes: at 128 its root, which gathers the
  * sender's entries before it reduces, took 0.30-0.33 us against
- * 0.30-0.31 on boards (64 B 0.28 against 0.33-0.34; three interleaved
- * rounds).  An entry carries 8 bytes in 16,
- * so a larger part moves more lines than the boards' header crossing
- * costs.  2-rank broadcast, interleaved runs (2026-11-29): 96 and 128 B
- * 0.28-0.31 us on the stream against 0.38-0.44 on boards, 256 B
- * 0.39-0.42 against 0.37-0.40. */
+ * 0.30-0.31 on boards (64 B 0.28 against 0.33-0.34). */
 static bool streams(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
     size_t most = kind == TIDE_KIND_BROADCAST ? STREAM_MAX_BYTES
