@@ -47,16 +47,23 @@ static size_t root_whole(struct tide__board_op *op, const void **src)
     return tide__board_is_root(op) ? whole(op, src) : 0;
 }
 
-static bool copy_my_block(struct tide__board_op *op)
+/* Our block into recvbuf: the root's from its sendbuf, the others' from
+ * the root's part, which holds every block (every_block) or only ours. */
+static bool copy_block(struct tide__board_op *op, bool every_block)
 {
     struct tide__coll *c = &op->c;
     size_t bb = c->count * c->esize, at = (size_t)op->me * bb;
     if (!bb)
         return true; /* the buffers may be NULL */
-    const uint8_t *from =
-        tide__board_is_root(op) ? (const uint8_t *)c->sendbuf : op->parts[c->root];
-    tide__coll_copy(c, c->recvbuf, from + at, bb);
+    const uint8_t *from = tide__board_is_root(op) ? (const uint8_t *)c->sendbuf + at
+                                                  : op->parts[c->root] + (every_block ? at : 0);
+    tide__coll_copy(c, c->recvbuf, from, bb);
     return true;
+}
+
+static bool copy_my_block(struct tide__board_op *op)
+{
+    return copy_block(op, true);
 }
 
 static const struct tide__board_algo hooks = {whole, own, NULL, my_block, copy_blocks, NULL, false};
@@ -86,15 +93,7 @@ static size_t peer_block(struct tide__board_op *op, const void **src)
 
 static bool copy_streamed_block(struct tide__board_op *op)
 {
-    struct tide__coll *c = &op->c;
-    size_t bb = c->count * c->esize;
-    if (!bb)
-        return true; /* the buffers may be NULL */
-    const uint8_t *from = tide__board_is_root(op)
-                              ? (const uint8_t *)c->sendbuf + (size_t)op->me * bb
-                              : op->parts[c->root]; /* the part is our block */
-    tide__coll_copy(c, c->recvbuf, from, bb);
-    return true;
+    return copy_block(op, false); /* the part is our block */
 }
 
 static const struct tide__board_algo stream_scatter_hooks = {
