@@ -35,7 +35,10 @@
  *   - a root compares the reader's entries with its own only in batches
  *     (look): two roots are found within half a ring, at the next other
  *     board collective, or when the program polls tide_comm_async_error,
- *     and reported late, as board.h's "unread" ones are;
+ *     and reported late, as board.h's "unread" ones are.  Two roots
+ *     whose parts took other counts of entries leave the streams apart
+ *     by the difference: the next reader finds its sender's entries
+ *     elsewhere and moves its own there (realign);
  *   - a rank in another board collective that finds its peer's part in
  *     the stream (tide__stream_went_by) fails it as a mismatch, and a
  *     reader whose root posted a header instead finds that header.
@@ -367,6 +370,49 @@ void tide__stream_publish(struct tide__board_op *op, const void *src, size_t byt
     op->stream_at = i;
 }
 
+/* Where the sender's entries of collective seq begin (*at), searched
+ * half a ring either side of `near`: the first entry of a run with
+ * that sequence that is a part, not a mark (tide__stream_went_by). */
+static bool find_first(struct board *b, uint64_t seq, uint64_t near, uint64_t *at)
+{
+    uint64_t from = near > STREAM_HALF ? near - STREAM_HALF : 0;
+    for (uint64_t i = from; i < near + STREAM_HALF; i++) {
+        uint64_t tag = load(&entry_at(b, i)->tag);
+        if (!tag || (tag & REPORTED) || seq_of(tag) != seq)
+            continue;
+        if (i == 0 || load(&entry_at(b, i - 1)->tag) != tag) {
+            *at = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether our stream collective before the one at `at` was one that
+ * both ranks sent, with other counts (neither read the other's, to take
+ * as many entries as it did): then the streams went apart by the
+ * difference, and the sender's entries of ours are elsewhere (realign).
+ * Only while a reader waits: our entries and the sender's first of that
+ * collective, a line it wrote before the part we wait for. */
+static bool went_apart(struct tide__board_comm *bc, struct board *peer, uint64_t at)
+{
+    uint64_t ours = at ? load(&entry_at(bc->mine, at - 1)->tag) : 0;
+    if (!ours || (ours & REPORTED))
+        return false;
+    uint64_t from = at - 1;
+    while (from > 0 && at - from < STREAM_ENTRIES / 4 &&
+           load(&entry_at(bc->mine, from - 1)->tag) == ours)
+        from--;
+    uint64_t theirs = load(&entry_at(peer, from)->tag);
+    if (!theirs || (theirs & REPORTED) || theirs == ours || seq_of(theirs) != seq_of(ours))
+        return false;
+    struct tide__frame mine, other;
+    sig_of(ours, &mine);
+    sig_of(theirs, &other);
+    return sender_of(mine.kind, mine.root) == bc->me &&
+           sender_of(other.kind, other.root) == peer_of(bc) && entries_of(theirs) != at - from;
+}
+
 /* A reader rings its root only where the root may wait for it: at a full
  * ring, for the entry at the end of a block of STREAM_STEP
  * (tide__stream_gate_ready). */
@@ -390,8 +436,14 @@ bool tide__stream_ready(struct tide__board_op *op, int *peer)
     if (b) {
         uint64_t tag = load(&entry_at(b, op->stream_at)->tag);
         /* Its entry, or one of a later collective, or its header past us
-         * (the root called another collective): tide__stream_take says. */
+         * (the root called another collective), or its entry elsewhere
+         * after a collective we both sent (realign): tide__stream_take
+         * says. */
         if (!not_yet(bc, op->stream_at, tag) || load(&b->posted) >= op->c.req.seq)
+            return true;
+        uint64_t to;
+        if (went_apart(bc, b, op->stream_at) &&
+            find_first(b, seq_of(op->c.req.seq), op->stream_at, &to) && to != op->stream_at)
             return true;
     }
     *peer = bc->world[q];
@@ -468,6 +520,43 @@ static void take_as_sender_did(struct tide__board_op *op, uint64_t tag)
         bc->seen = i + theirs;
 }
 
+/* The sender wrote this collective elsewhere than at our index: two
+ * ranks that both sent in an earlier stream collective (both roots,
+ * with other counts) each took their own count of entries, and neither
+ * read the other's to take as it did.  Move our entries to the
+ * sender's index, so that this collective and those after pair up
+ * again (the earlier one is reported late by either look).  Ours
+ * between the two indices: given back where the sender's is lower (the
+ * peer never read those: it sent there too), or, where it is higher,
+ * our collective before stretched over them, as take_as_sender_did
+ * stretches it, so that each look steps over them in one run. */
+static bool realign(struct tide__board_op *op, struct board *peer)
+{
+    struct tide__board_comm *bc = op->bc;
+    uint64_t at = op->stream_at, k = entries(op), to;
+    if (bc->streams != at + k || !find_first(peer, seq_of(op->c.req.seq), at, &to) || to == at)
+        return false; /* (ours are the last: one board collective runs at a time) */
+    if (to > at) {
+        look(bc, peer, bc->streams);
+        if (to + k > bc->seen + STREAM_HALF)
+            return false; /* the flow control's room: not yet */
+    }
+    uint64_t before = at ? load(&entry_at(bc->mine, at - 1)->tag) : 0;
+    give_back(bc, at, k);
+    if (to < at) {
+        give_back(bc, to, at - to);
+    } else {
+        for (uint64_t i = at; i < to; i++)
+            atomic_store_explicit(&entry_at(bc->mine, i)->tag, before, memory_order_release);
+        if (bc->seen >= at && bc->seen < to)
+            bc->seen = to;
+    }
+    put(bc, to, k, tag(op), NULL, 0);
+    bc->streams = to + k;
+    op->stream_at = to;
+    return true;
+}
+
 bool tide__stream_take(struct tide__board_op *op)
 {
     if (tide__stream_plain(op))
@@ -476,6 +565,8 @@ bool tide__stream_take(struct tide__board_op *op)
     tide_req *req = &op->c.req;
     int q = sender(op);
     struct board *b = bc->peer[q];
+    if (b && load(bc->peer_key[q]) == bc->key && realign(op, b) && tide__stream_plain(op))
+        return true;
     uint64_t tag = load(&entry_at(b, op->stream_at)->tag);
     struct tide__frame theirs;
     if (seq_of(tag) == seq_of(req->seq) && load(bc->peer_key[q]) == bc->key) {

@@ -1502,6 +1502,31 @@ static void stream_two_readers_body(tide_comm *world, void *arg)
     broadcasts_pair_up(world, false);
 }
 
+/* Both ranks send (each the root of its own broadcast), one of them
+ * one entry and the other sixteen: each takes its own count, so their
+ * streams go apart by fifteen entries.  Both calls succeed, and both
+ * are told late.  The reader of the next broadcast finds its sender's
+ * entries at another index and moves its own there (forward if it sent
+ * one, back if it sent sixteen), so that 1,100 broadcasts after pair up
+ * (they timed out before).  arg: bit 0, the rank that sends sixteen;
+ * bit 1, rank 0 reads first (else rank 1). */
+static void stream_two_senders_body(tide_comm *world, void *arg)
+{
+    int r = tide_comm_rank(world), big = *(int *)arg & 1, told = 0;
+    int8_t v[128] = {0};
+    int rc = tide_broadcast(world, v, r == big ? 128 : 1, TIDE_INT8, r);
+    EXPECT(rc == 0, "the broadcast both send: %s", tide_err_name(rc));
+    if (*(int *)arg & 2) {
+        int64_t x = r == 1 ? 41 : -1;
+        while ((rc = tide_broadcast(world, &x, 1, TIDE_INT64, 1)) == TIDE_EMISMATCH && !told)
+            told++; /* that call ran nothing: again */
+        EXPECT(rc == 0 && x == 41, "the broadcast after: %s, %lld", tide_err_name(rc),
+               (long long)x);
+    }
+    told += broadcasts_pair_up(world, told == 0);
+    EXPECT(told == 1, "rank %d was told %d times", r, told);
+}
+
 static void stream_broadcasts(void **state)
 {
     (void)state;
@@ -1532,6 +1557,9 @@ static void stream_mismatches(void **state)
     assert_int_equal(run_on_shm(2, 10, stream_rooted_mismatch_body, NULL), 0);
     assert_int_equal(run_on_shm(2, 10, stream_lagging_mismatch_body, NULL), 0);
     assert_int_equal(run_on_shm(2, 10, stream_two_readers_body, NULL), 0);
+    int apart[] = {0, 1, 2, 3};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(run_on_shm(2, 10, stream_two_senders_body, &apart[i]), 0);
 }
 
 /* ---- 16 ranks ---- */
