@@ -370,47 +370,47 @@ void tide__stream_publish(struct tide__board_op *op, const void *src, size_t byt
     op->stream_at = i;
 }
 
-/* Where the sender's entries of collective seq begin (*at), searched
- * half a ring either side of `near`: the first entry of a run with
- * that sequence that is a part, not a mark (tide__stream_went_by). */
-static bool find_first(struct board *b, uint64_t seq, uint64_t near, uint64_t *at)
+/* Where the sender's entries of op's collective begin (*to), where that
+ * is not at our index: when our stream collective before was one both
+ * ranks sent, with other counts (neither read the other's, to take as
+ * many entries as it did), the streams went apart by the difference,
+ * and the sender's entries of this one follow its part of that one.
+ * Only once the sender wrote them (its first, stored last), and only
+ * where realign may move there: forward within the flow control's
+ * room, back only to a sender's part (a peer that reads too comes
+ * forward to us instead, and the two then pair as two readers do).
+ * Run only while a reader waits: in paired calls it stops at the first
+ * compare, of our entries with the sender's first of the collective
+ * before, a line it wrote before the part we wait for. */
+static bool apart_to(struct tide__board_op *op, struct board *peer, uint64_t *to)
 {
-    uint64_t from = near > STREAM_HALF ? near - STREAM_HALF : 0;
-    for (uint64_t i = from; i < near + STREAM_HALF; i++) {
-        uint64_t tag = load(&entry_at(b, i)->tag);
-        if (!tag || (tag & REPORTED) || seq_of(tag) != seq)
-            continue;
-        if (i == 0 || load(&entry_at(b, i - 1)->tag) != tag) {
-            *at = i;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Whether our stream collective before the one at `at` was one that
- * both ranks sent, with other counts (neither read the other's, to take
- * as many entries as it did): then the streams went apart by the
- * difference, and the sender's entries of ours are elsewhere (realign).
- * Only while a reader waits: our entries and the sender's first of that
- * collective, a line it wrote before the part we wait for. */
-static bool went_apart(struct tide__board_comm *bc, struct board *peer, uint64_t at)
-{
+    struct tide__board_comm *bc = op->bc;
+    uint64_t at = op->stream_at, k = entries(op);
     uint64_t ours = at ? load(&entry_at(bc->mine, at - 1)->tag) : 0;
-    if (!ours || (ours & REPORTED))
-        return false;
+    if (!ours || (ours & REPORTED) || bc->streams != at + k)
+        return false; /* (ours are the last: one board collective runs at a time) */
     uint64_t from = at - 1;
-    while (from > 0 && at - from < STREAM_ENTRIES / 4 &&
-           load(&entry_at(bc->mine, from - 1)->tag) == ours)
-        from--;
+    while (from > 0 && load(&entry_at(bc->mine, from - 1)->tag) == ours)
+        if (at - --from > STREAM_HALF)
+            return false;
     uint64_t theirs = load(&entry_at(peer, from)->tag);
     if (!theirs || (theirs & REPORTED) || theirs == ours || seq_of(theirs) != seq_of(ours))
         return false;
     struct tide__frame mine, other;
     sig_of(ours, &mine);
     sig_of(theirs, &other);
-    return sender_of(mine.kind, mine.root) == bc->me &&
-           sender_of(other.kind, other.root) == peer_of(bc) && entries_of(theirs) != at - from;
+    if (sender_of(mine.kind, mine.root) != bc->me ||
+        sender_of(other.kind, other.root) != peer_of(bc) || entries_of(theirs) == at - from)
+        return false;
+    *to = from + entries_of(theirs);
+    uint64_t next = load(&entry_at(peer, *to)->tag);
+    if ((next & REPORTED) || seq_of(next) != seq_of(op->c.req.seq))
+        return false;
+    sig_of(next, &other);
+    if (*to < at)
+        return sender_of(other.kind, other.root) == peer_of(bc);
+    look(bc, peer, bc->streams);
+    return *to + k <= bc->seen + STREAM_HALF;
 }
 
 /* A reader rings its root only where the root may wait for it: at a full
@@ -442,8 +442,7 @@ bool tide__stream_ready(struct tide__board_op *op, int *peer)
         if (!not_yet(bc, op->stream_at, tag) || load(&b->posted) >= op->c.req.seq)
             return true;
         uint64_t to;
-        if (went_apart(bc, b, op->stream_at) &&
-            find_first(b, seq_of(op->c.req.seq), op->stream_at, &to) && to != op->stream_at)
+        if (apart_to(op, b, &to))
             return true;
     }
     *peer = bc->world[q];
@@ -459,8 +458,10 @@ static bool take_plain(struct tide__board_op *op)
     int q = sender(op);
     struct board *b = bc->peer[q];
     uint64_t i = op->stream_at, k = entries(op);
+    /* Its first entry (stored last: the rest are there), not one further
+     * into the same part, which streams gone apart would show us. */
     if (!b || load(&entry_at(b, i)->tag) != tag(op) ||
-        load(bc->peer_key[q]) != bc->key)
+        (i && load(&entry_at(b, i - 1)->tag) == tag(op)) || load(bc->peer_key[q]) != bc->key)
         return false;
     if (k == 1) {
         op->parts[q] = entry_at(b, i)->part; /* copy_out takes it from there */
@@ -520,27 +521,20 @@ static void take_as_sender_did(struct tide__board_op *op, uint64_t tag)
         bc->seen = i + theirs;
 }
 
-/* The sender wrote this collective elsewhere than at our index: two
- * ranks that both sent in an earlier stream collective (both roots,
- * with other counts) each took their own count of entries, and neither
- * read the other's to take as it did.  Move our entries to the
- * sender's index, so that this collective and those after pair up
- * again (the earlier one is reported late by either look).  Ours
- * between the two indices: given back where the sender's is lower (the
- * peer never read those: it sent there too), or, where it is higher,
- * our collective before stretched over them, as take_as_sender_did
- * stretches it, so that each look steps over them in one run. */
+/* The sender wrote this collective elsewhere than at our index
+ * (apart_to): move our entries there, so that this collective and those
+ * after pair up again (the one before is reported late by either look).
+ * Ours between the two indices: given back where the sender's is lower
+ * (the peer never read those: it sent there too), or, where it is
+ * higher, our collective before stretched over them, as
+ * take_as_sender_did stretches one, so that each look steps over them
+ * in one run. */
 static bool realign(struct tide__board_op *op, struct board *peer)
 {
     struct tide__board_comm *bc = op->bc;
     uint64_t at = op->stream_at, k = entries(op), to;
-    if (bc->streams != at + k || !find_first(peer, seq_of(op->c.req.seq), at, &to) || to == at)
-        return false; /* (ours are the last: one board collective runs at a time) */
-    if (to > at) {
-        look(bc, peer, bc->streams);
-        if (to + k > bc->seen + STREAM_HALF)
-            return false; /* the flow control's room: not yet */
-    }
+    if (!apart_to(op, peer, &to))
+        return false;
     uint64_t before = at ? load(&entry_at(bc->mine, at - 1)->tag) : 0;
     give_back(bc, at, k);
     if (to < at) {
