@@ -166,6 +166,14 @@ static int sender_of(uint8_t kind, int root)
     return kind == TIDE_KIND_BROADCAST || kind == TIDE_KIND_SCATTER ? root : 1 - root;
 }
 
+/* The rank that sends in the collective a tag names (its code's kind
+ * and root), without the whole signature sig_of makes. */
+static int sender_in(uint64_t tag)
+{
+    uint64_t code = code_in(tag);
+    return sender_of(kind_in(code), (int)(code >> ROOT_AT & 1));
+}
+
 static int sender(const struct tide__board_op *op)
 {
     return sender_of(op->c.kind, op->c.root);
@@ -380,14 +388,16 @@ void tide__stream_publish(struct tide__board_op *op, const void *src, size_t byt
  * room, back only to a sender's part (a peer that reads too comes
  * forward to us instead, and the two then pair as two readers do).
  * Run only while a reader waits: in paired calls it stops at the first
- * compare, of our entries with the sender's first of the collective
- * before, a line it wrote before the part we wait for. */
+ * compare, of our last entry before ours with the sender's at that
+ * index (equal tags: the same call), a line it wrote before the part we
+ * wait for. */
 static bool apart_to(struct tide__board_op *op, struct board *peer, uint64_t *to)
 {
     struct tide__board_comm *bc = op->bc;
     uint64_t at = op->stream_at, k = entries(op);
     uint64_t ours = at ? load(&entry_at(bc->mine, at - 1)->tag) : 0;
-    if (!ours || (ours & REPORTED) || bc->streams != at + k)
+    if (!ours || (ours & REPORTED) || bc->streams != at + k ||
+        load(&entry_at(peer, at - 1)->tag) == ours)
         return false; /* (ours are the last: one board collective runs at a time) */
     uint64_t from = at - 1;
     while (from > 0 && load(&entry_at(bc->mine, from - 1)->tag) == ours)
@@ -396,19 +406,15 @@ static bool apart_to(struct tide__board_op *op, struct board *peer, uint64_t *to
     uint64_t theirs = load(&entry_at(peer, from)->tag);
     if (!theirs || (theirs & REPORTED) || theirs == ours || seq_of(theirs) != seq_of(ours))
         return false;
-    struct tide__frame mine, other;
-    sig_of(ours, &mine);
-    sig_of(theirs, &other);
-    if (sender_of(mine.kind, mine.root) != bc->me ||
-        sender_of(other.kind, other.root) != peer_of(bc) || entries_of(theirs) == at - from)
+    if (sender_in(ours) != bc->me || sender_in(theirs) != peer_of(bc) ||
+        entries_of(theirs) == at - from)
         return false;
     *to = from + entries_of(theirs);
     uint64_t next = load(&entry_at(peer, *to)->tag);
     if ((next & REPORTED) || seq_of(next) != seq_of(op->c.req.seq))
         return false;
-    sig_of(next, &other);
     if (*to < at)
-        return sender_of(other.kind, other.root) == peer_of(bc);
+        return sender_in(next) == peer_of(bc);
     look(bc, peer, bc->streams);
     return *to + k <= bc->seen + STREAM_HALF;
 }
@@ -482,14 +488,21 @@ bool tide__stream_plain(struct tide__board_op *op)
     return op->me == sender(op) || take_plain(op);
 }
 
+/* Our entries from `from` up to `to` (none if to <= from) say tag: 0 to
+ * give them back, or the tag of the collective they stretch. */
+static void set_tags(struct tide__board_comm *bc, uint64_t from, uint64_t to, uint64_t tag)
+{
+    for (uint64_t i = from; i < to; i++)
+        atomic_store_explicit(&entry_at(bc->mine, i)->tag, tag, memory_order_release);
+}
+
 /* This reader's entries from index were for nothing: the root called
  * another collective there.  Give them back, so that our next stream
  * collective pairs with the root's next; they go blank (not_yet) until
  * then. */
 static void give_back(struct tide__board_comm *bc, uint64_t index, uint64_t k)
 {
-    for (uint64_t j = 0; j < k; j++)
-        atomic_store_explicit(&entry_at(bc->mine, index + j)->tag, 0, memory_order_release);
+    set_tags(bc, index, index + k, 0);
     bc->streams = index;
     if (bc->seen > index)
         bc->seen = index;
@@ -508,14 +521,10 @@ static void take_as_sender_did(struct tide__board_op *op, uint64_t tag)
     uint64_t mine = load(&entry_at(bc->mine, i)->tag);
     /* A peer that reads too (it takes us for the sender) does the same
      * with our tag: both keep the larger count, and the next pair up. */
-    struct tide__frame peer_sig;
-    sig_of(tag, &peer_sig);
-    if (sender_of(peer_sig.kind, peer_sig.root) == op->me && theirs < ours)
+    if (sender_in(tag) == op->me && theirs < ours)
         theirs = ours;
-    for (uint64_t j = ours; j < theirs; j++)
-        atomic_store_explicit(&entry_at(bc->mine, i + j)->tag, mine, memory_order_release);
-    for (uint64_t j = theirs; j < ours; j++)
-        atomic_store_explicit(&entry_at(bc->mine, i + j)->tag, 0, memory_order_release);
+    set_tags(bc, i + ours, i + theirs, mine);
+    set_tags(bc, i + theirs, i + ours, 0);
     bc->streams = i + theirs;
     if (bc->seen == i)
         bc->seen = i + theirs;
@@ -535,13 +544,12 @@ static bool realign(struct tide__board_op *op, struct board *peer)
     uint64_t at = op->stream_at, k = entries(op), to;
     if (!apart_to(op, peer, &to))
         return false;
-    uint64_t before = at ? load(&entry_at(bc->mine, at - 1)->tag) : 0;
+    uint64_t before = load(&entry_at(bc->mine, at - 1)->tag); /* apart_to: at > 0 */
     give_back(bc, at, k);
     if (to < at) {
         give_back(bc, to, at - to);
     } else {
-        for (uint64_t i = at; i < to; i++)
-            atomic_store_explicit(&entry_at(bc->mine, i)->tag, before, memory_order_release);
+        set_tags(bc, at, to, before);
         if (bc->seen >= at && bc->seen < to)
             bc->seen = to;
     }
