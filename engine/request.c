@@ -176,6 +176,20 @@ static void finish(tide_req *req, int status)
     unref(req);
 }
 
+/* Run req's start (m NULL) or a step.  Either may finish req, and its
+ * owner, woken, may free it at once from its own thread while the state
+ * machine still reads req on its way out (a board collective that failed
+ * a mismatch did, under ASan): the reactor holds a reference meanwhile. */
+static void run_step(tide_req *req, tide__msg *m)
+{
+    atomic_fetch_add_explicit(&req->refs, 1, memory_order_relaxed);
+    if (m)
+        req->vt->step(req, m);
+    else
+        req->vt->start(req);
+    unref(req);
+}
+
 /* Reactor thread: begin executing req. */
 static void start(tide_req *req)
 {
@@ -207,7 +221,7 @@ static void start(tide_req *req)
      * and must count as started here. */
     if (tide__async_error_report(req))
         return;
-    req->vt->start(req);
+    run_step(req, NULL);
 }
 
 /* Below this many bytes a post starts its operation on the caller's
@@ -431,7 +445,7 @@ int tide__ctx_deliver(struct tide__ctx *ctx)
         } else if (m->status < 0 && !(m->status == TIDE_EPEER && req->sees_peer_loss)) {
             fail_from_msg(req, m);
         } else {
-            req->vt->step(req, m);
+            run_step(req, m);
         }
     }
     return n;
