@@ -947,7 +947,7 @@ static void board_release(tide_req *req)
     struct tide__board_comm *bc = op->bc;
     if (bc) {
         if (op->algo && op->algo->stream && req->status)
-            bc->stream_failed = req->seq;
+            tide__stream_failed(op);
         op->started->ended = true;
         while (bc->first && bc->first->ended) {
             struct started *s = bc->first;

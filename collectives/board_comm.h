@@ -89,6 +89,11 @@ bool tide__stream_ready(struct tide__board_op *op, int *peer);
 bool tide__stream_take(struct tide__board_op *op);
 /* The direct path's test: the sender's entries are there and as ours. */
 bool tide__stream_plain(struct tide__board_op *op);
+/* op failed (board.c's release): its caller was told, so look reports
+ * nothing more of it; and where the peer wrote another stream
+ * collective at its index, it takes as many entries as the peer did,
+ * whichever way it failed (our take, or the peer's word first). */
+void tide__stream_failed(struct tide__board_op *op);
 
 /* For the other board collectives of a 2-rank communicator: whether peer
  * q sent its part of collective seq through the stream (a stream

@@ -572,8 +572,7 @@ bool tide__stream_take(struct tide__board_op *op)
     uint64_t tag = load(&entry_at(b, op->stream_at)->tag);
     struct tide__frame theirs;
     if (seq_of(tag) == seq_of(req->seq) && load(bc->peer_key[q]) == bc->key) {
-        take_as_sender_did(op, tag); /* another stream collective */
-        sig_of(tag, &theirs);
+        sig_of(tag, &theirs); /* another stream collective: tide__stream_failed settles */
         theirs.comm_id = req->comm->id;
         tide__fail_mismatch(req, bc->world[q], &theirs);
         return false;
@@ -595,6 +594,28 @@ bool tide__stream_take(struct tide__board_op *op)
         op->skipper = bc->world[q];
     }
     return false;
+}
+
+/* Where our entries are still the last (a take gave none back) and the
+ * peer's at our index are another stream collective's, take as many as
+ * it did.  Also after a failure by another route than our take: where
+ * two ranks both read, the one that finds the other's entries first
+ * fails, and its word to the other (a mismatch notice) can end the
+ * other's call before its take ran, which left the streams apart. */
+void tide__stream_failed(struct tide__board_op *op)
+{
+    struct tide__board_comm *bc = op->bc;
+    bc->stream_failed = op->c.req.seq;
+    if (op->phase != PH_POSTED || bc->streams != op->stream_at + entries(op))
+        return;
+    int q = peer_of(bc);
+    struct board *b = tide__board_peer(bc, q);
+    if (!b || load(bc->peer_key[q]) != bc->key)
+        return;
+    uint64_t theirs = load(&entry_at(b, op->stream_at)->tag);
+    if (theirs && !(theirs & REPORTED) && theirs != tag(op) &&
+        seq_of(theirs) == seq_of(op->c.req.seq))
+        take_as_sender_did(op, theirs);
 }
 
 bool tide__stream_went_by(struct tide__board_comm *bc, int q, uint64_t seq, struct tide__frame *sig,

@@ -1502,6 +1502,26 @@ static void stream_two_readers_body(tide_comm *world, void *arg)
     broadcasts_pair_up(world, false);
 }
 
+/* Two readers as above, rank 1 late to look: it publishes its
+ * acknowledgement (a nonblocking call), and looks only after rank 0
+ * found it, failed, and sent its word on the mismatch.  That word can
+ * end rank 1's call before its own look: it must still keep sixteen
+ * entries, so that the broadcasts after pair up (they timed out). */
+static void stream_two_readers_late_body(tide_comm *world, void *arg)
+{
+    (void)arg;
+    int r = tide_comm_rank(world);
+    int8_t v[128] = {0};
+    tide_req *req = NULL;
+    EXPECT_OK(tide_ibroadcast(world, v, r == 0 ? 128 : 1, TIDE_INT8, 1 - r, &req));
+    if (r == 1)
+        harness_sleep_ms(100);
+    int rc = tide_wait(req, 5000);
+    EXPECT(rc == TIDE_EMISMATCH, "the broadcast both read: %s", tide_err_name(rc));
+    tide_req_free(req);
+    broadcasts_pair_up(world, false);
+}
+
 /* Both ranks send (each the root of its own broadcast), one of them
  * one entry and the other sixteen: each takes its own count, so their
  * streams go apart by fifteen entries.  Both calls succeed, and both
@@ -1573,6 +1593,9 @@ static void stream_mismatches(void **state)
     assert_int_equal(run_on_shm(2, 10, stream_rooted_mismatch_body, NULL), 0);
     assert_int_equal(run_on_shm(2, 10, stream_lagging_mismatch_body, NULL), 0);
     assert_int_equal(run_on_shm(2, 10, stream_two_readers_body, NULL), 0);
+    assert_int_equal(run_on_shm(2, 10, stream_two_readers_late_body, NULL), 0);
+    assert_int_equal(run_on_shm_with(2, 10, TIDE_PROGRESS_INLINE, stream_two_readers_late_body,
+                                     NULL), 0);
     int apart[] = {0, 1, 2, 3, 4, 5};
     for (int i = 0; i < 6; i++)
         assert_int_equal(run_on_shm(2, 10, stream_two_senders_body, &apart[i]), 0);
