@@ -378,6 +378,14 @@ void tide__stream_publish(struct tide__board_op *op, const void *src, size_t byt
     op->stream_at = i;
 }
 
+/* Whether the sender's entry at i (tag) is the first of its part, not
+ * one further into a part begun before i, which streams gone apart show
+ * (in a ring whose entries each carry their collective's tag). */
+static bool first_of_part(struct board *b, uint64_t i, uint64_t tag)
+{
+    return !i || load(&entry_at(b, i - 1)->tag) != tag;
+}
+
 /* Where the sender's entries of op's collective begin (*to), where that
  * is not at our index: when our stream collective before was one both
  * ranks sent, with other counts (neither read the other's, to take as
@@ -440,12 +448,16 @@ bool tide__stream_ready(struct tide__board_op *op, int *peer)
     int q = sender(op);
     struct board *b = tide__board_peer(bc, q);
     if (b) {
-        uint64_t tag = load(&entry_at(b, op->stream_at)->tag);
+        uint64_t at = op->stream_at, tag = load(&entry_at(b, at)->tag);
         /* Its entry, or one of a later collective, or its header past us
          * (the root called another collective), or its entry elsewhere
          * after a collective we both sent (realign): tide__stream_take
-         * says. */
-        if (!not_yet(bc, op->stream_at, tag) || load(&b->posted) >= op->c.req.seq)
+         * says.  Not an entry of this collective further into a part
+         * begun before ours: the streams went apart, and the sender is
+         * still writing the part (apart_to waits for its first), which
+         * take would call another collective. */
+        bool inside = seq_of(tag) == seq_of(op->c.req.seq) && !first_of_part(b, at, tag);
+        if ((!not_yet(bc, at, tag) && !inside) || load(&b->posted) >= op->c.req.seq)
             return true;
         uint64_t to;
         if (apart_to(op, b, &to))
@@ -464,10 +476,9 @@ static bool take_plain(struct tide__board_op *op)
     int q = sender(op);
     struct board *b = bc->peer[q];
     uint64_t i = op->stream_at, k = entries(op);
-    /* Its first entry (stored last: the rest are there), not one further
-     * into the same part, which streams gone apart would show us. */
-    if (!b || load(&entry_at(b, i)->tag) != tag(op) ||
-        (i && load(&entry_at(b, i - 1)->tag) == tag(op)) || load(bc->peer_key[q]) != bc->key)
+    /* Its first entry (stored last: the rest are there). */
+    if (!b || load(&entry_at(b, i)->tag) != tag(op) || !first_of_part(b, i, tag(op)) ||
+        load(bc->peer_key[q]) != bc->key)
         return false;
     if (k == 1) {
         op->parts[q] = entry_at(b, i)->part; /* copy_out takes it from there */
