@@ -1161,6 +1161,12 @@ void tide__board_adopt(struct tide__board_op *op, const struct tide__board_op *f
     op->bc = bc;
     op->started = s;
     op->prev = line_up(bc, s, from->c.req.seq);
+    /* Whole, as board_start would make it: the request may fail before
+     * its start runs (a peer's word on it came first), and its release
+     * asks what it was (a stream collective settles its entries). */
+    op->algo = from->algo;
+    op->n = from->n;
+    op->me = from->me;
     op->mine = from->mine;
     op->stream_at = from->stream_at;
     op->phase = PH_POSTED;
