@@ -378,6 +378,20 @@ void tide__stream_publish(struct tide__board_op *op, const void *src, size_t byt
     op->stream_at = i;
 }
 
+/* Whether peer q still holds this communicator's board (one that freed
+ * the communicator, a misuse, may have given it to another). */
+static bool holds_board(struct tide__board_comm *bc, int q)
+{
+    return load(bc->peer_key[q]) == bc->key;
+}
+
+/* Whether op's entries are still our last (no take gave any back, no
+ * realign moved them): one board collective runs at a time. */
+static bool ours_last(struct tide__board_op *op)
+{
+    return op->bc->streams == op->stream_at + entries(op);
+}
+
 /* Whether the sender's entry at i (tag) is the first of its part, not
  * one further into a part begun before i, which streams gone apart show
  * (in a ring whose entries each carry their collective's tag). */
@@ -404,9 +418,9 @@ static bool apart_to(struct tide__board_op *op, struct board *peer, uint64_t *to
     struct tide__board_comm *bc = op->bc;
     uint64_t at = op->stream_at, k = entries(op);
     uint64_t ours = at ? load(&entry_at(bc->mine, at - 1)->tag) : 0;
-    if (!ours || (ours & REPORTED) || bc->streams != at + k ||
+    if (!ours || (ours & REPORTED) || !ours_last(op) ||
         load(&entry_at(peer, at - 1)->tag) == ours)
-        return false; /* (ours are the last: one board collective runs at a time) */
+        return false;
     uint64_t from = at - 1;
     while (from > 0 && load(&entry_at(bc->mine, from - 1)->tag) == ours)
         if (at - --from > STREAM_HALF)
@@ -478,7 +492,7 @@ static bool take_plain(struct tide__board_op *op)
     uint64_t i = op->stream_at, k = entries(op);
     /* Its first entry (stored last: the rest are there). */
     if (!b || load(&entry_at(b, i)->tag) != tag(op) || !first_of_part(b, i, tag(op)) ||
-        load(bc->peer_key[q]) != bc->key)
+        !holds_board(bc, q))
         return false;
     if (k == 1) {
         op->parts[q] = entry_at(b, i)->part; /* copy_out takes it from there */
@@ -578,18 +592,18 @@ bool tide__stream_take(struct tide__board_op *op)
     tide_req *req = &op->c.req;
     int q = sender(op);
     struct board *b = bc->peer[q];
-    if (b && load(bc->peer_key[q]) == bc->key && realign(op, b) && tide__stream_plain(op))
+    if (b && holds_board(bc, q) && realign(op, b) && tide__stream_plain(op))
         return true;
     uint64_t tag = load(&entry_at(b, op->stream_at)->tag);
     struct tide__frame theirs;
-    if (seq_of(tag) == seq_of(req->seq) && load(bc->peer_key[q]) == bc->key) {
+    if (seq_of(tag) == seq_of(req->seq) && holds_board(bc, q)) {
         sig_of(tag, &theirs); /* another stream collective: tide__stream_failed settles */
         theirs.comm_id = req->comm->id;
         tide__fail_mismatch(req, bc->world[q], &theirs);
         return false;
     }
     give_back(bc, op->stream_at, entries(op));
-    if (load(bc->peer_key[q]) != bc->key) {
+    if (!holds_board(bc, q)) {
         tide__req_fail(req, TIDE_EMISMATCH, "rank %d no longer holds this communicator's board: "
                        "it freed the communicator", bc->world[q]);
     } else if (tide__board_head_of(b, 0, req->seq, &theirs) >= 0) {
@@ -617,11 +631,11 @@ void tide__stream_failed(struct tide__board_op *op)
 {
     struct tide__board_comm *bc = op->bc;
     bc->stream_failed = op->c.req.seq;
-    if (op->phase != PH_POSTED || bc->streams != op->stream_at + entries(op))
+    if (op->phase != PH_POSTED || !ours_last(op))
         return;
     int q = peer_of(bc);
     struct board *b = tide__board_peer(bc, q);
-    if (!b || load(bc->peer_key[q]) != bc->key)
+    if (!b || !holds_board(bc, q))
         return;
     uint64_t theirs = load(&entry_at(b, op->stream_at)->tag);
     if (theirs && !(theirs & REPORTED) && theirs != tag(op) &&
