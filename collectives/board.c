@@ -1124,7 +1124,13 @@ static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
 
 void tide__board_direct_clear(struct tide__board_op *op)
 {
-    tide__req_clear(&op->c.req, offsetof(struct tide__coll, msg));
+    tide__req_clear_unsubmitted(&op->c.req);
+    /* The call's arguments, from kind to stage_bytes, are fill's
+     * (calls.c); the round driver's fields are zeroed with the rest. */
+    struct tide__coll *c = &op->c;
+    c->scratch = NULL;
+    c->scratch_len = 0;
+    c->round = c->nrounds = c->pending = c->nmsg = 0;
     size_t from = offsetof(struct tide__board_op, algo);
     tide__zero(&op->algo, offsetof(struct tide__board_op, watch) - from);
 }

@@ -165,11 +165,14 @@ enum tide__direct {
     TIDE__DIRECT_DONE,      /* the collective succeeded here */
 };
 
-/* Zero what the direct path uses of an op on the caller's stack: all
- * but the round driver's messages (op->c.msg) and the watch, which only
- * a request uses - 700 of its 1,860 bytes.  2 ranks, 8 B all-gather:
- * zeroing took 9 % of the caller's samples before, 4 % so (the loop's
- * time moved less than this VM's noise). */
+/* Zero what the direct path uses of an op on the caller's stack: not
+ * what only a submitted request uses (the round driver's messages
+ * op->c.msg, the watch, the reactor's fields of c.req), nor the call's
+ * arguments, which calls.c's fill writes next - 360 of its 2,144
+ * bytes.  2 ranks, 8 B all-gather: zeroing took 9 % of the caller's
+ * samples when it cleared the whole op, 4 % at 700 bytes; at 360, a
+ * broadcast's call took 43 instructions fewer than at 700
+ * (tools/call_cost.sh). */
 void tide__board_direct_clear(struct tide__board_op *op);
 
 /* op: a board op cleared so, with the call's arguments and signature

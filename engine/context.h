@@ -324,9 +324,14 @@ static inline bool tide__req_is_done(const tide_req *req)
  * zeroed, with both references held.  NULL when out of memory. */
 tide_req *tide__req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t size);
 /* Zero a request of `size` bytes as tide__req_new does (all but the
- * message text, whose first byte only): also for one on a caller's
- * stack that never reaches the reactor (collectives/board.h). */
+ * message text, whose first byte only). */
 void tide__req_clear(tide_req *req, size_t size);
+/* Zero the part of a request that one never submitted uses (one on a
+ * caller's stack that never reaches the reactor: collectives/board.h):
+ * tide__req_clear's less the reactor's fields, reference count, commands,
+ * callbacks and timer, which stay as they were.  Its comm and ctx are
+ * among those: the caller sets them. */
+void tide__req_clear_unsubmitted(tide_req *req);
 
 /* memset(p, 0, n), never as `rep stos`: GCC writes a memset of a few
  * hundred constant bytes inline as that instruction, whose start-up

@@ -51,6 +51,16 @@ void tide__req_clear(tide_req *req, size_t size)
         tide__zero((char *)req + sizeof *req, size - sizeof *req);
 }
 
+void tide__req_clear_unsubmitted(tide_req *req)
+{
+    /* From the deadline on: before it lie the reference count, the
+     * commands, the callbacks and the timer, which only the reactor's
+     * handling of a submitted request touches. */
+    size_t from = offsetof(tide_req, deadline_ns);
+    tide__zero((char *)req + from, offsetof(tide_req, message) - from);
+    req->message[0] = '\0';
+}
+
 tide_req *tide__req_new(tide_comm *comm, const struct tide__op_vtbl *vt, size_t size)
 {
     struct tide__ctx *ctx = comm->ctx;
