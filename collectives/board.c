@@ -1082,8 +1082,11 @@ static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
     op->prev = bc->last_started;
     /* A broadcast's root, which does not wait for its readers, often
      * finds the gate shut for a moment: the readers are still reading
-     * its last one. */
-    if (!await(op, gate_ready, patience(ctx), NULL))
+     * its last one.  Most calls find it open: one look before await's
+     * setup (30 of a 2-rank 8 B broadcast's 1,280 instructions). */
+    int peer;
+    op->next = 0;
+    if (!gate_ready(op, &peer) && !await(op, gate_ready, patience(ctx), NULL))
         return TIDE__DIRECT_DECLINED;
     gate_passed(op);
     if (atomic_load(&comm->late_err))
@@ -1102,7 +1105,6 @@ static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
      * KiB within 3 %. */
     publish(op);
     uint64_t end = 0; /* the clock, if the wait below reads it */
-    int peer;
     op->next = 0;
     bool ready = parts_ready(op, &peer);
     raise_posted(op);

@@ -438,6 +438,13 @@ struct env_cache {
     const char *entry;  /* "NAME=value" found, or NULL */
 };
 
+/* Whether the entry c found (if any) is still the same string, in an
+ * environment array that env_unchanged found unchanged. */
+static bool entry_unchanged(const struct env_cache *c)
+{
+    return !c->entry || environ[c->at] == c->entry;
+}
+
 static bool env_unchanged(const struct env_cache *c)
 {
     char **env = environ;
@@ -445,7 +452,7 @@ static bool env_unchanged(const struct env_cache *c)
         return false;
     if (c->count && env[c->count - 1] != c->last) /* one fewer, or one gone and one added */
         return false;
-    return !c->entry || env[c->at] == c->entry;
+    return entry_unchanged(c);
 }
 
 static _Thread_local struct env_cache env_caches[FAMILIES + 1]; /* + TIDE_BOARDS */
@@ -516,7 +523,9 @@ struct tide__select_memo {
     struct memo_entry {
         const struct tide__algo *algo; /* NULL: none yet */
         size_t bytes;
-        struct env_cache family, boards; /* the environment then */
+        /* The environment then: both caches saw the same array
+         * (tide__select_call), so that of the second goes unchecked. */
+        struct env_cache family, boards;
     } e[MEMO_KINDS];
 };
 
@@ -526,7 +535,7 @@ const struct tide__algo *tide__select_call(uint8_t kind, tide_comm *comm, size_t
     struct tide__select_memo *m = comm->select_memo;
     struct memo_entry *e = m && kind < MEMO_KINDS ? &m->e[kind] : NULL;
     if (e && e->algo && e->bytes == bytes && env_unchanged(&e->family) &&
-        env_unchanged(&e->boards))
+        entry_unchanged(&e->boards))
         return e->algo;
     const struct tide__algo *algo = tide__select(kind, comm, bytes, why, len);
     size_t fi = family_of(kind);
@@ -534,7 +543,9 @@ const struct tide__algo *tide__select_call(uint8_t kind, tide_comm *comm, size_t
         return algo;
     if (!m && !(m = comm->select_memo = calloc(1, sizeof *m)))
         return algo; /* chosen anew next time */
-    algo_env(fi, families[fi].env); /* both caches as this choice saw them */
+    /* Both caches as this choice saw them: each either still matches
+     * this array or is made anew from it, so they hold the same one. */
+    algo_env(fi, families[fi].env);
     algo_env(FAMILIES, "TIDE_BOARDS");
     m->e[kind] = (struct memo_entry){algo, bytes, env_caches[fi], env_caches[FAMILIES]};
     return algo;
