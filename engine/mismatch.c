@@ -139,8 +139,22 @@ static struct tide__frame *recent_slot(tide_comm *comm, uint64_t seq)
 void tide__collective_succeeded(tide_req *req)
 {
     struct tide__frame *s = recent_slot(req->comm, req->seq);
-    *s = req->sig;
+    /* Field by field: inlined into the boards' direct path by the
+     * link-time optimiser, `*s = req->sig` became a `rep movsl`, whose
+     * start-up took 7 % of a 2-rank 8 B broadcast reader's samples
+     * (perf, cpu-clock) on AMD's cores. */
+    const struct tide__frame *f = &req->sig;
+    s->type = f->type;
+    s->kind = f->kind;
+    s->dtype = f->dtype;
+    s->redop = f->redop;
+    s->flags = f->flags;
+    s->comm_id = f->comm_id;
+    s->tag = f->tag;
+    s->root = f->root;
     s->seq = req->seq;
+    s->len = f->len;
+    s->count = f->count;
 }
 
 /* "allreduce of 8 float (sum)": what collective seq of comm was here,
