@@ -7,6 +7,18 @@
 
 #include "collectives/board.h"
 
+/* Ask for the cache line at p to be this CPU's, to write: a hint that
+ * changes nothing but when the line crosses from the peer that read it
+ * last (board.c's claim_next, board_stream.c's). */
+static inline void tide__prefetch_to_write(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1, 3);
+#endif
+}
+
 /* A communicator's board and what it knows of its peers'. */
 struct tide__board_comm {
     struct tide__ctx *ctx;

@@ -369,16 +369,6 @@ void tide__stream_gate_passed(struct tide__board_op *op)
     report_bad(op->bc, op->c.req.comm);
 }
 
-/* Ask for the line at p to be ours, to write: a hint, nothing more. */
-static void prefetch_to_write(const void *p)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
-#else
-    __builtin_prefetch(p, 1, 3);
-#endif
-}
-
 /* Claim the lines of our ring that the next stream collective (taken
  * as long as this one) will write, from one line ahead, now, while the
  * caller has other work.  The
@@ -399,7 +389,7 @@ static void prefetch_to_write(const void *p)
 static void claim_next(struct tide__board_comm *bc, uint64_t next, uint64_t k)
 {
     for (uint64_t j = next + LINE_ENTRIES; j < next + k + 2 * LINE_ENTRIES - 1; j += LINE_ENTRIES)
-        prefetch_to_write(entry_at(bc->mine, j));
+        tide__prefetch_to_write(entry_at(bc->mine, j));
 }
 
 void tide__stream_publish(struct tide__board_op *op, const void *src, size_t bytes)
