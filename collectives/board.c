@@ -1062,21 +1062,23 @@ static bool parts_plain(struct tide__board_op *op)
     return true;
 }
 
-/* Claim, after the call, the lines our next publication will write:
- * its header's two, and where we read every peer's part (so each has
- * posted this one, and is done reading our last slot) the first
- * CLAIM_DATA_MAX bytes of the next data slot, for a part as long as
- * this one.  The peers read them last, so a store to them waits for
- * their copies to go, and the store buffer held it until the next
- * locked instruction (board_stream.c's claim_next, which found it,
- * says more).  2 ranks, two interleaved rounds, us a blocking call,
- * without and with: all-reduce 8 B 0.43 -> 0.24-0.26, 512 B 0.59-0.60
- * -> 0.45, 1 KiB 0.81-0.84 -> 0.77-0.81; all-gather 512 B 0.58 ->
- * 0.41-0.45, 2 KiB 0.80-0.86 -> 0.71-0.77; reduce-scatter 2 KiB 0.92
- * -> 0.85-0.87; broadcast 512 B 0.39-0.41 -> 0.28-0.33 (the header
- * alone).  Claiming a whole 4 KiB slot did worse (all-reduce 1.14-1.18
- * -> 1.41-1.42), as did the data lines of a rank that reads no part
- * (a broadcast's root: its readers may still be reading them). */
+/* Claim, once a direct call succeeded, the lines our next
+ * publication will write: its header's two, and where we read every
+ * peer's part (so each has posted this one, and is done reading our
+ * last slot) the first CLAIM_DATA_MAX bytes of the next data slot, for
+ * a part as long as this one.  The peers read them last, so a store to
+ * them waits for their copies to go, and the store buffer held it until
+ * the next locked instruction (board_stream.c's claim_next, where this
+ * was found, says more).  2 ranks, interleaved rounds, us a blocking
+ * call, without and with: all-reduce 8 B 0.42-0.48 -> 0.27-0.40, 512 B
+ * 0.61-0.63 -> 0.49-0.50; all-gather 512 B 0.59-0.60 -> 0.47-0.49, 2
+ * KiB 0.91-0.92 -> 0.78-0.79; broadcast 512 B 0.40-0.65 -> 0.33-0.49
+ * (the header alone).  Claiming a whole 4 KiB slot did worse
+ * (all-reduce 1.14-1.18 -> 1.41-1.42), as did a broadcast root's data
+ * lines, which its readers may still be reading (2 KiB 0.67 ->
+ * 0.70-0.81).  Only on the direct path: a request ends on whichever
+ * thread drives, often not the one whose next call publishes
+ * (nonblocking all-gather 512 B 0.55 -> 0.64-0.69 with it). */
 #define CLAIM_DATA_MAX 512
 
 static void claim_next(struct tide__board_op *op)
