@@ -1,7 +1,7 @@
 /* board_stream.c - the stream: 2-rank collectives in which one rank
  * only sends and the other only receives (a broadcast's vector and a
- * scatter's or gather's block up to 128 bytes, a reduce's vector up to
- * 64: select.c), on boards, with no header,
+ * scatter's or gather's block, and a reduce's vector, up to 128 bytes:
+ * select.c), on boards, with no header,
  * no `posted` and no gate crossing per call.  Below, "root" and
  * "reader" are the sender and the receiver: a reduce's or gather's
  * sender is the rank that is not its root.

@@ -197,13 +197,15 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
  * than the boards' header crossing costs.  2 ranks, interleaved runs
  * (2026-11-29): broadcast 96 and 128 B 0.28-0.31 us on the stream
  * against 0.38-0.44 on boards, 256 B 0.39-0.42 against 0.37-0.40.  A
- * reduce streams up to 64 bytes: at 128 its root, which gathers the
- * sender's entries before it reduces, took 0.30-0.33 us against
- * 0.30-0.31 on boards (64 B 0.28 against 0.33-0.34). */
+ * reduce streamed up to 64 bytes while at 128 its root, which gathers
+ * the sender's entries before it reduces, took 0.30-0.33 us against
+ * 0.30-0.31 on boards; since each rank claims its next ring lines
+ * (board_stream.c, claim_next), three interleaved rounds: 96 B
+ * 0.28-0.29 against 0.39-0.43, 128 B 0.31-0.34 against 0.43-0.53
+ * (vader 0.25-0.26). */
 static bool streams(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
-    size_t most = kind == TIDE_KIND_BROADCAST ? STREAM_MAX_BYTES
-                  : kind == TIDE_KIND_REDUCE  ? STREAM_MAX_BYTES / 2
+    size_t most = kind == TIDE_KIND_BROADCAST || kind == TIDE_KIND_REDUCE ? STREAM_MAX_BYTES
                   : kind == TIDE_KIND_SCATTER || kind == TIDE_KIND_GATHER
                       ? 2 * STREAM_MAX_BYTES
                       : 0;

@@ -100,14 +100,13 @@ static bool board_fits(const struct ccase *k, int n)
 }
 
 /* Whether k may take the stream (collectives/board_stream.c), on 2
- * ranks that share memory: a broadcast of up to 128 bytes, a scatter
- * or a gather of blocks of up to 128 (one of which streams), a reduce of
- * up to 64. */
+ * ranks that share memory: a broadcast or a reduce of up to 128 bytes,
+ * a scatter or a gather of blocks of up to 128 (one of which streams). */
 static bool stream_fits(const struct ccase *k, int n)
 {
     size_t bytes = k->count * tide_dtype_size(k->dtype);
-    bool fits = k->coll == C_REDUCE ? bytes <= 64
-                : k->coll == C_BROADCAST || k->coll == C_SCATTER || k->coll == C_GATHER
+    bool fits = k->coll == C_REDUCE || k->coll == C_BROADCAST || k->coll == C_SCATTER ||
+                        k->coll == C_GATHER
                     ? bytes <= 128
                     : false;
     return fits && n == 2 && coll_boards_run(n);

@@ -1341,7 +1341,7 @@ static void stream_reuse_body(tide_comm *world, void *arg)
 static void stream_rooted_one(tide_comm *world, int k, int root)
 {
     int r = tide_comm_rank(world), kind = k % 3, bc = 1 + k % 32;
-    int count = kind == 0 ? 1 + k % 16 : bc; /* a reduce streams up to 64 bytes */
+    int count = bc; /* a reduce, like a block, streams up to 128 bytes (32 int32) */
     int32_t in[64], out[72];
     for (int i = 0; i < 64; i++)
         in[i] = r * 1000 + k + i;
