@@ -1062,34 +1062,37 @@ static bool parts_plain(struct tide__board_op *op)
     return true;
 }
 
-/* Claim, once a direct call succeeded, the lines our next
- * publication will write: its header's two, and where we read every
- * peer's part (so each has posted this one, and is done reading our
- * last slot) the first CLAIM_DATA_MAX bytes of the next data slot, for
- * a part as long as this one.  The peers read them last, so a store to
- * them waits for their copies to go, and the store buffer held it until
- * the next locked instruction (board_stream.c's claim_next, where this
- * was found, says more).  2 ranks, interleaved rounds, us a blocking
- * call, without and with: all-reduce 8 B 0.42-0.48 -> 0.27-0.40, 512 B
+/* Claim, once a direct call that read every peer's part succeeded,
+ * the lines our next publication will write: its header's two and the
+ * first CLAIM_DATA_MAX bytes of its data slot, for a part as long as
+ * this one.  Each peer has posted this collective, so it is done
+ * reading our last slot; it read those lines last, so a store to them
+ * waits for its copy to go, and the store buffer held it until the next
+ * locked instruction (board_stream.c's claim_next, where this was
+ * found, says more).  2 ranks, interleaved rounds, us a blocking call,
+ * without and with: all-reduce 8 B 0.42-0.48 -> 0.27-0.40, 512 B
  * 0.61-0.63 -> 0.49-0.50; all-gather 512 B 0.59-0.60 -> 0.47-0.49, 2
- * KiB 0.91-0.92 -> 0.78-0.79; broadcast 512 B 0.40-0.65 -> 0.33-0.49
- * (the header alone).  Claiming a whole 4 KiB slot did worse
- * (all-reduce 1.14-1.18 -> 1.41-1.42), as did a broadcast root's data
- * lines, which its readers may still be reading (2 KiB 0.67 ->
- * 0.70-0.81).  Only on the direct path: a request ends on whichever
- * thread drives, often not the one whose next call publishes
- * (nonblocking all-gather 512 B 0.55 -> 0.64-0.69 with it). */
+ * KiB 0.91-0.92 -> 0.78-0.79.  Claiming a whole 4 KiB slot did worse
+ * (all-reduce 1.14-1.18 -> 1.41-1.42).  So did claiming anything for a
+ * rank that reads no part or the root's only (a broadcast's and a
+ * scatter's ranks): its peers may still be reading what it claims, even
+ * its header (three rounds, header alone against nothing: broadcast
+ * 256 B 0.65-0.67 against 0.55, 512 B 0.64-0.70 against 0.51-0.56,
+ * scatter 512 B 0.65-0.71 against 0.56-0.57).  Only on the direct
+ * path: a request ends on whichever thread drives, often not the one
+ * whose next call publishes (nonblocking all-gather 512 B 0.55 ->
+ * 0.64-0.69 with it). */
 #define CLAIM_DATA_MAX 512
 
 static void claim_next(struct tide__board_op *op)
 {
+    if (reads_of(op) != TIDE__READS_ALL)
+        return;
     struct tide__board_comm *bc = op->bc;
     struct board *b = bc->mine;
     const uint8_t *head = (const uint8_t *)&b->head[bc->pubs % BOARD_HEADS];
     tide__prefetch_to_write(head);
     tide__prefetch_to_write(head + 64);
-    if (reads_of(op) != TIDE__READS_ALL)
-        return;
     const void *src;
     size_t bytes = op->algo->part(op, &src);
     if (bytes <= tiny_max(op))
