@@ -27,7 +27,7 @@ static const struct tide__board_algo hooks = {
 const struct tide__algo tide__algo_board_bcast = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &hooks};
 
-/* The same on 2 ranks, up to 128 bytes, through the stream (board_stream.c). */
+/* The same on 2 ranks, up to 256 bytes, through the stream (board_stream.c). */
 static const struct tide__board_algo stream_hooks = {
     root_data, NULL, tide__board_reads_from_root, NULL, copy_out, NULL, true};
 

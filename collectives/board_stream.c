@@ -1,6 +1,6 @@
 /* board_stream.c - the stream: 2-rank collectives in which one rank
  * only sends and the other only receives (a broadcast's vector and a
- * scatter's or gather's block, and a reduce's vector, up to 128 bytes:
+ * scatter's or gather's block, and a reduce's vector, up to 256 bytes:
  * select.c), on boards, with no header,
  * no `posted` and no gate crossing per call.  Below, "root" and
  * "reader" are the sender and the receiver: a reduce's or gather's
@@ -65,17 +65,19 @@
 _Static_assert(STREAM_SPAN <= UINT8_MAX, "an op keeps its entry count in a byte (stream_k)");
 #define SEQ_BITS 40
 #define SEQ_MASK (((uint64_t)1 << SEQ_BITS) - 1)
-/* A code's fields, from its low bits: dtype (5 bits), count (8), root
+/* A code's fields, from its low bits: dtype (5 bits), count (9), root
  * (1), CODE_VALID (1), the kind's place in kinds[] (2) and the
- * operation (4): 21 bits, of the 23 a tag has above its sequence beside
+ * operation (4): 22 bits, of the 23 a tag has above its sequence beside
  * REPORTED. */
 #define COUNT_AT 5
-#define ROOT_AT 13
-#define KIND_AT 15
-#define REDOP_AT 17
-#define CODE_VALID ((uint64_t)1 << 14) /* in every code, so no tag is 0 */
+#define COUNT_MASK 511
+#define ROOT_AT 14
+#define KIND_AT 16
+#define REDOP_AT 18
+#define CODE_VALID ((uint64_t)1 << 15) /* in every code, so no tag is 0 */
 _Static_assert(TIDE_DTYPE_COUNT <= 1 << COUNT_AT, "a dtype fits its 5 bits");
-_Static_assert(STREAM_MAX_BYTES < 1 << (ROOT_AT - COUNT_AT), "a count fits its 8 bits");
+_Static_assert(STREAM_MAX_BYTES <= COUNT_MASK && COUNT_MASK < 1 << (ROOT_AT - COUNT_AT),
+               "a count fits its 9 bits");
 _Static_assert(REDOP_AT + 4 <= 63 - SEQ_BITS, "a code fits above the sequence");
 #define REPORTED ((uint64_t)1 << 63)   /* on the peer's tag: this rank called another
                                           collective there (tide__stream_went_by) */
@@ -114,11 +116,11 @@ static uint64_t kind_code(uint8_t kind)
 }
 
 /* What may differ between two stream collectives (select.c takes the
- * stream for up to STREAM_MAX_BYTES on 2 ranks: count < 256, root < 2;
+ * stream for up to STREAM_MAX_BYTES on 2 ranks: count <= 256, root < 2;
  * the operation is a tide_op, < 16). */
 static uint64_t code_of(const struct tide__frame *sig)
 {
-    return (uint64_t)(sig->dtype & 31) | (sig->count & 255) << COUNT_AT |
+    return (uint64_t)(sig->dtype & 31) | (sig->count & COUNT_MASK) << COUNT_AT |
            (uint64_t)(sig->root & 1) << ROOT_AT | CODE_VALID | kind_code(sig->kind) << KIND_AT |
            (uint64_t)(sig->redop & 15) << REDOP_AT;
 }
@@ -130,7 +132,7 @@ static uint8_t kind_in(uint64_t code)
 
 static size_t count_in(uint64_t code)
 {
-    return code >> COUNT_AT & 255;
+    return code >> COUNT_AT & COUNT_MASK;
 }
 
 static uint64_t tag_of(const struct tide__frame *sig, uint64_t seq)

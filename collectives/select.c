@@ -190,13 +190,20 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
 
 /* Whether a collective of kind moving `bytes` may take the stream
  * (board_stream.c): boards, 2 ranks, and a part the stream carries: the
- * sender's vector or block, up to 128 bytes in sixteen entries (a
+ * sender's vector or block, up to 256 bytes in 32 entries (a
  * scatter's and a gather's `bytes` are both blocks, of which one
  * streams; a reduce's or gather's root reads its own from its buffer).
  * An entry carries 8 bytes in 16, so a larger part moves more lines
  * than the boards' header crossing costs.  2 ranks, interleaved runs
  * (2026-11-29): broadcast 96 and 128 B 0.28-0.31 us on the stream
- * against 0.38-0.44 on boards, 256 B 0.39-0.42 against 0.37-0.40.  A
+ * against 0.38-0.44 on boards, 256 B 0.39-0.42 against 0.37-0.40.
+ * Since each rank claims its next ring lines (board_stream.c,
+ * claim_next), parts of up to 256 bytes stream; three interleaved
+ * rounds, boards against the stream (vader): broadcast 192 B 0.45-0.46
+ * against 0.31-0.36 (0.28-0.30), 256 B 0.46-0.47 against 0.31-0.34
+ * (0.29-0.32); scatter 512 B 0.46-0.48 against 0.30-0.32 (0.30-0.31);
+ * gather 512 B 0.50-0.52 against 0.35-0.37 (0.27-0.28); reduce 256 B
+ * 0.53-0.55 against 0.35-0.36 (0.28-0.45).  A
  * reduce streamed up to 64 bytes while at 128 its root, which gathers
  * the sender's entries before it reduces, took 0.30-0.33 us against
  * 0.30-0.31 on boards; since each rank claims its next ring lines

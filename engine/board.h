@@ -62,7 +62,7 @@
 #define BOARD_HEAD_BYTES ((size_t)2048)
 #define STREAM_ENTRIES 1024
 #define STREAM_PART 8       /* the bytes of a part an entry holds */
-#define STREAM_MAX_BYTES 128 /* the most a stream collective's sender moves (16 entries) */
+#define STREAM_MAX_BYTES 256 /* the most a stream collective's sender moves (32 entries) */
 /* Keeps every board 1 KiB-aligned. */
 #define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT + STREAM_ENTRIES * 16)
 #define BOARD_AREA_BYTES (BOARD_DIR_BYTES + (size_t)BOARD_COUNT * BOARD_STRIDE)

@@ -100,14 +100,14 @@ static bool board_fits(const struct ccase *k, int n)
 }
 
 /* Whether k may take the stream (collectives/board_stream.c), on 2
- * ranks that share memory: a broadcast or a reduce of up to 128 bytes,
- * a scatter or a gather of blocks of up to 128 (one of which streams). */
+ * ranks that share memory: a broadcast or a reduce of up to 256 bytes,
+ * a scatter or a gather of blocks of up to 256 (one of which streams). */
 static bool stream_fits(const struct ccase *k, int n)
 {
     size_t bytes = k->count * tide_dtype_size(k->dtype);
     bool fits = k->coll == C_REDUCE || k->coll == C_BROADCAST || k->coll == C_SCATTER ||
                         k->coll == C_GATHER
-                    ? bytes <= 128
+                    ? bytes <= 256
                     : false;
     return fits && n == 2 && coll_boards_run(n);
 }

@@ -1132,21 +1132,21 @@ static void rooted_roots_learn_late(void **state)
     assert_int_equal(run_on_shm_with(3, 10, TIDE_PROGRESS_INLINE, two_roots_poll_body, NULL), 0);
 }
 
-/* ---- the stream: 2-rank broadcasts of up to 128 bytes ---- */
+/* ---- the stream: 2-rank broadcasts of up to 256 bytes ---- */
 
 /* One broadcast of k's shape (its dtype and count vary with k, up to
- * 128 bytes: one to sixteen entries) from root, blocking but every
- * fourth; every element checked. */
+ * 256 bytes: one to 32 entries) from root, blocking but every fourth;
+ * every element checked. */
 static void stream_one(tide_comm *world, int k, int root)
 {
     int r = tide_comm_rank(world);
     union {
-        int8_t i8[128];
-        int32_t i32[32];
-        double f64[16];
+        int8_t i8[256];
+        int32_t i32[64];
+        double f64[32];
     } v;
     memset(&v, 0xee, sizeof v);
-    int shape = k % 3, count = shape == 0 ? 1 + k % 128 : shape == 1 ? 1 + k % 32 : 1 + k % 16;
+    int shape = k % 3, count = shape == 0 ? 1 + k % 256 : shape == 1 ? 1 + k % 64 : 1 + k % 32;
     for (int i = 0; i < count && r == root; i++) {
         if (shape == 0)
             v.i8[i] = (int8_t)(k + i);
@@ -1173,7 +1173,7 @@ static void stream_one(tide_comm *world, int k, int root)
                                : v.f64[i] == k + 0.5 * i;
         EXPECT(ok, "stream broadcast %d (shape %d) element %d is wrong", k, shape, i);
     }
-    EXPECT(shape != 0 || count == 128 || v.i8[count] == (int8_t)0xee,
+    EXPECT(shape != 0 || count == 256 || v.i8[count] == (int8_t)0xee,
            "stream broadcast %d wrote past its %d bytes", k, count);
 }
 
@@ -1340,10 +1340,10 @@ static void stream_reuse_body(tide_comm *world, void *arg)
  * a request (board.c, tide__board_adopt), which makes that copy. */
 static void stream_rooted_one(tide_comm *world, int k, int root)
 {
-    int r = tide_comm_rank(world), kind = k % 3, bc = 1 + k % 32;
-    int count = bc; /* a reduce, like a block, streams up to 128 bytes (32 int32) */
-    int32_t in[64], out[72];
-    for (int i = 0; i < 64; i++)
+    int r = tide_comm_rank(world), kind = k % 3, bc = 1 + k % 64;
+    int count = bc; /* a reduce, like a block, streams up to 256 bytes (64 int32) */
+    int32_t in[128], out[136];
+    for (int i = 0; i < 128; i++)
         in[i] = r * 1000 + k + i;
     memset(out, 0xee, sizeof out);
     if (kind == 0) {
