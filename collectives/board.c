@@ -1123,7 +1123,7 @@ static enum tide__direct run_direct(struct tide__board_op *op, uint64_t *now)
     /* A broadcast's root, which does not wait for its readers, often
      * finds the gate shut for a moment: the readers are still reading
      * its last one.  Most calls find it open: one look before await's
-     * setup (30 of a 2-rank 8 B broadcast's 1,280 instructions). */
+     * setup (41 of a 2-rank 8 B broadcast's 1,277 instructions). */
     int peer;
     op->next = 0;
     if (!gate_ready(op, &peer) && !await(op, gate_ready, patience(ctx), NULL))

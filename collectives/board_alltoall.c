@@ -79,10 +79,10 @@ const struct tide__algo tide__algo_board_scatter = {
  * root's entries go to one reader only: it streams that reader's block
  * (up to 256 bytes, one entry per 8: select.c), not its whole input,
  * and copies its own.  Half the entries, and blocks of up to 128 bytes
- * streamed then (now 256): 2
- * ranks, three interleaved rounds (tide-perf's size is the whole input),
- * 32 B 0.18-0.20 us against 0.26-0.31 streaming the whole, 64 B 0.26
- * against 0.28-0.35, 256 B 0.29-0.31 against 0.34-0.52 on boards. */
+ * streamed then (256 since): 2 ranks, three interleaved rounds
+ * (tide-perf's size is the whole input), 32 B 0.18-0.20 us against
+ * 0.26-0.31 streaming the whole, 64 B 0.26 against 0.28-0.35, 256 B
+ * 0.29-0.31 against 0.34-0.52 on boards. */
 static size_t peer_block(struct tide__board_op *op, const void **src)
 {
     size_t bb = op->c.count * op->c.esize;

@@ -373,15 +373,14 @@ void tide__stream_gate_passed(struct tide__board_op *op)
 
 /* Claim the lines of our ring that the next stream collective (taken
  * as long as this one) will write, from one line ahead, now, while the
- * caller has other work.  The
- * peer read every entry of ours there a lap ago (look, or its reads), so
- * each line is shared with it, and a store to it waits for the peer's
- * copy to go.  Those stores sat in the store buffer until the call's
- * next locked instruction (taking the drive right, numbering the next
- * collective), which waited out that crossing: with perf's cpu-clock, a
- * 2-rank 8 B broadcast's reader spent 60 % of its direct path's
- * samples on those two instructions.  Asking early, for a next part as
- * long as this one: 2 ranks, two interleaved rounds, us a call, without
+ * caller has other work.  The peer read every entry of ours there a lap
+ * ago (look, or its reads), so each line is shared with it, and a store
+ * to it waits for the peer's copy to go.  Those stores sat in the store
+ * buffer until the call's next locked instruction (taking the drive
+ * right, numbering the next collective), which waited out that
+ * crossing: with perf's cpu-clock, a 2-rank 8 B broadcast's reader
+ * spent 60 % of its direct path's samples on those two instructions.
+ * Asking early: 2 ranks, two interleaved rounds, us a call, without
  * and with (Open MPI vader): broadcast 8 B 0.14-0.15 -> 0.10 (0.13),
  * 64 B 0.26 -> 0.12-0.18 (0.25), 128 B 0.29 -> 0.22-0.25 (0.23); gather
  * 128 B 0.26-0.27 -> 0.12-0.13 (0.18); reduce 64 B 0.26 -> 0.13 (0.24);

@@ -196,20 +196,17 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
  * An entry carries 8 bytes in 16, so a larger part moves more lines
  * than the boards' header crossing costs.  2 ranks, interleaved runs
  * (2026-11-29): broadcast 96 and 128 B 0.28-0.31 us on the stream
- * against 0.38-0.44 on boards, 256 B 0.39-0.42 against 0.37-0.40.
- * Since each rank claims its next ring lines (board_stream.c,
- * claim_next), parts of up to 256 bytes stream; three interleaved
- * rounds, boards against the stream (vader): broadcast 192 B 0.45-0.46
- * against 0.31-0.36 (0.28-0.30), 256 B 0.46-0.47 against 0.31-0.34
- * (0.29-0.32); scatter 512 B 0.46-0.48 against 0.30-0.32 (0.30-0.31);
- * gather 512 B 0.50-0.52 against 0.35-0.37 (0.27-0.28); reduce 256 B
- * 0.53-0.55 against 0.35-0.36 (0.28-0.45).  A
- * reduce streamed up to 64 bytes while at 128 its root, which gathers
- * the sender's entries before it reduces, took 0.30-0.33 us against
- * 0.30-0.31 on boards; since each rank claims its next ring lines
- * (board_stream.c, claim_next), three interleaved rounds: 96 B
- * 0.28-0.29 against 0.39-0.43, 128 B 0.31-0.34 against 0.43-0.53
- * (vader 0.25-0.26). */
+ * against 0.38-0.44 on boards, 256 B 0.39-0.42 against 0.37-0.40; a
+ * reduce's root, which gathers the sender's entries before it reduces,
+ * gained nothing from 128 bytes.  Since each rank claims its next ring
+ * lines (board_stream.c, claim_next), every kind streams parts of up to
+ * 256 bytes.  Three interleaved rounds, boards against the stream
+ * (vader): broadcast 192 B 0.45-0.46 against 0.31-0.36 (0.28-0.30), 256
+ * B 0.46-0.47 against 0.31-0.34 (0.29-0.32); scatter 512 B 0.46-0.48
+ * against 0.30-0.32 (0.30-0.31); gather 512 B 0.50-0.52 against
+ * 0.35-0.37 (0.27-0.28); reduce 96 B 0.39-0.43 against 0.28-0.29, 128 B
+ * 0.43-0.53 against 0.31-0.34 (0.25-0.26), 256 B 0.53-0.55 against
+ * 0.35-0.36 (0.28-0.45). */
 static bool streams(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
     size_t most = kind == TIDE_KIND_BROADCAST || kind == TIDE_KIND_REDUCE ? STREAM_MAX_BYTES

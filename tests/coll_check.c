@@ -105,10 +105,9 @@ static bool board_fits(const struct ccase *k, int n)
 static bool stream_fits(const struct ccase *k, int n)
 {
     size_t bytes = k->count * tide_dtype_size(k->dtype);
-    bool fits = k->coll == C_REDUCE || k->coll == C_BROADCAST || k->coll == C_SCATTER ||
-                        k->coll == C_GATHER
-                    ? bytes <= 256
-                    : false;
+    bool rooted = k->coll == C_REDUCE || k->coll == C_BROADCAST || k->coll == C_SCATTER ||
+                  k->coll == C_GATHER;
+    bool fits = rooted && bytes <= 256;
     return fits && n == 2 && coll_boards_run(n);
 }
 
