@@ -1092,13 +1092,13 @@ static void claim_next(struct tide__board_op *op)
     struct board *b = bc->mine;
     const uint8_t *head = (const uint8_t *)&b->head[bc->pubs % BOARD_HEADS];
     tide__prefetch_to_write(head);
-    tide__prefetch_to_write(head + 64);
+    tide__prefetch_to_write(head + BOARD_LINE);
     const void *src;
     size_t bytes = op->algo->part(op, &src);
     if (bytes <= tiny_max(op))
         return; /* it rode in the header */
     const uint8_t *data = b->data[bc->pubs % 2];
-    for (size_t off = 0; off < bytes && off < CLAIM_DATA_MAX; off += 64)
+    for (size_t off = 0; off < bytes && off < CLAIM_DATA_MAX; off += BOARD_LINE)
         tide__prefetch_to_write(data + off);
 }
 

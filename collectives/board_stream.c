@@ -386,7 +386,7 @@ void tide__stream_gate_passed(struct tide__board_op *op)
  * 128 B 0.26-0.27 -> 0.12-0.13 (0.18); reduce 64 B 0.26 -> 0.13 (0.24);
  * scatter 256 B 0.29-0.30 -> 0.24-0.25 (0.22).  From two lines ahead
  * it did worse from 64 B on (0.16-0.18). */
-#define LINE_ENTRIES (64 / sizeof(struct board_entry))
+#define LINE_ENTRIES (BOARD_LINE / sizeof(struct board_entry))
 static void claim_next(struct tide__board_comm *bc, uint64_t next, uint64_t k)
 {
     for (uint64_t j = next + LINE_ENTRIES; j < next + k + 2 * LINE_ENTRIES - 1; j += LINE_ENTRIES)

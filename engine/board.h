@@ -67,6 +67,7 @@
 #define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT + STREAM_ENTRIES * 16)
 #define BOARD_AREA_BYTES (BOARD_DIR_BYTES + (size_t)BOARD_COUNT * BOARD_STRIDE)
 
+#define BOARD_LINE 64 /* a cache line: the layout below keeps words apart by it */
 #define BOARD_TINY (128 - 8 - sizeof(struct tide__frame)) /* 72 */
 #define BOARD_TINY_LINE 8 /* of which in the header's first line */
 
@@ -99,10 +100,11 @@ struct board {
 };
 
 _Static_assert(sizeof(struct board) == BOARD_STRIDE, "board layout");
-_Static_assert(sizeof(struct board_slot_head) == 128, "a header fills a pair of cache lines");
-_Static_assert(sizeof(struct board_entry) == 16, "four entries a cache line");
+_Static_assert(sizeof(struct board_slot_head) == 2 * BOARD_LINE,
+               "a header fills a pair of cache lines");
+_Static_assert(sizeof(struct board_entry) * 4 == BOARD_LINE, "four entries a cache line");
 _Static_assert(BOARD_HEADS % 2 == 0, "a header and its data slot agree in parity");
-_Static_assert(offsetof(struct board_slot_head, tiny) + BOARD_TINY_LINE <= 64,
+_Static_assert(offsetof(struct board_slot_head, tiny) + BOARD_TINY_LINE <= BOARD_LINE,
                "a part of BOARD_TINY_LINE bytes shares its header's first cache line");
 _Static_assert(BOARD_COUNT * sizeof(uint64_t) <= BOARD_DIR_BYTES, "board directory");
 
