@@ -666,8 +666,8 @@ static size_t tiny_max(struct tide__board_op *op)
  * 0.53-0.67 us against 0.61-0.71, 512 B 0.69-0.83 against 0.93-0.97,
  * 4 KiB 1.89-2.05 against 2.48-2.64; all-gather 4 KiB 1.19-1.34 against
  * 1.42-1.57.  A stream collective has no slot (a reduce's or gather's
- * root reads its own part from its buffer or the copy): its parts fit
- * own_tiny's front, the sender's going behind (board_stream.c). */
+ * root reads its own part from its buffer or the copy): its part fits
+ * own_tiny. */
 static const uint8_t *own_part(struct tide__board_op *op, const void *src, size_t bytes)
 {
     if (!bytes || reads_of(op) == TIDE__READS_NONE) /* read takes nothing here */

@@ -120,16 +120,15 @@ struct tide__board_op {
     int skipper;                   /* the world rank that skipped it (PH_SKIPPED) */
     bool announced;                /* the direct path waits: as a waiter (progress.c) */
     uint64_t stream_at;            /* a stream collective's index (board_stream.c) */
-    uint64_t stream_tag;           /* and its tag and entries, once asked; 0: not yet */
-    uint8_t stream_k;
+    uint64_t stream_tag;           /* and its tag, once asked; 0: not yet */
     /* Last, since the direct path leaves them, and c.msg, unzeroed
      * (tide__board_direct_clear): only a request waits on a watch, and
      * own_tiny is written before it is read. */
     struct tide__watch watch;
     tide__msg wmsg;
     /* A tiny part of ours, to read (own_part); or a stream reader's copy
-     * of its own part, and of its sender's behind it (board_stream.c). */
-    uint8_t own_tiny[BOARD_TINY > 2 * STREAM_MAX_BYTES ? BOARD_TINY : 2 * STREAM_MAX_BYTES];
+     * of its own part (it reads its sender's in place: board_stream.c). */
+    uint8_t own_tiny[BOARD_TINY > STREAM_MAX_BYTES ? BOARD_TINY : STREAM_MAX_BYTES];
 };
 
 /* Whether this rank is the root of op's rooted collective: the test of

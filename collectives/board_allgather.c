@@ -45,7 +45,7 @@ const struct tide__algo tide__algo_board_gather = {
     "board", sizeof(struct tide__board_op), &tide__board_vtbl, NULL, NULL, &gather_hooks};
 
 /* The same on 2 ranks through the stream (board_stream.c): the other
- * rank's block, of up to 256 bytes, comes in one entry per 8; the
+ * rank's block, of up to 256 bytes, comes in its entry or its slot; the
  * root's own is read from its buffer (or a copy, where it overlaps
  * recvbuf). */
 static const struct tide__board_algo stream_gather_hooks = {

@@ -115,8 +115,8 @@ const struct tide__algo tide__algo_board_reduce = {"board", sizeof(struct tide__
                                                    &tide__board_vtbl, NULL, NULL, &reduce_algo};
 
 /* The same on 2 ranks through the stream (board_stream.c): the other
- * rank's vector, of up to 256 bytes (select.c), comes in one entry per 8; the
- * root's own is read from its buffer. */
+ * rank's vector, of up to 256 bytes (select.c), comes in its entry or its
+ * slot; the root's own is read from its buffer. */
 static const struct tide__board_algo stream_reduce_algo = {
     whole, own, tide__board_reads_to_root, NULL, reduce_at_root, NULL, true};
 

@@ -77,9 +77,9 @@ const struct tide__algo tide__algo_board_scatter = {
 
 /* The same on 2 ranks through the stream (board_stream.c), where the
  * root's entries go to one reader only: it streams that reader's block
- * (up to 256 bytes, one entry per 8: select.c), not its whole input,
- * and copies its own.  Half the entries, and blocks of up to 128 bytes
- * streamed then (256 since): 2 ranks, three interleaved rounds
+ * (up to 256 bytes: select.c), not its whole input, and copies its
+ * own.  Half the entries (when a part took one per 8 bytes), and blocks
+ * of up to 128 bytes streamed then (256 since): 2 ranks, three interleaved rounds
  * (tide-perf's size is the whole input), 32 B 0.18-0.20 us against
  * 0.26-0.31 streaming the whole, 64 B 0.26 against 0.28-0.35, 256 B
  * 0.29-0.31 against 0.34-0.52 on boards. */

@@ -92,19 +92,17 @@ void tide__board_report_late(struct tide__board_comm *bc, tide_comm *comm, uint6
 
 bool tide__stream_gate_ready(struct tide__board_op *op, int *peer);
 void tide__stream_gate_passed(struct tide__board_op *op);
-/* Our entries: the part (bytes of it at src) if we send, else the tags. */
+/* Our entry: the part (bytes of it at src) if we send, else the tag. */
 void tide__stream_publish(struct tide__board_op *op, const void *src, size_t bytes);
 void tide__stream_raise(struct tide__board_op *op);
 bool tide__stream_ready(struct tide__board_op *op, int *peer);
 /* The sender's part taken into op->parts (true), or the request failed
  * or waits for the sender's account of a collective it skipped (false). */
 bool tide__stream_take(struct tide__board_op *op);
-/* The direct path's test: the sender's entries are there and as ours. */
+/* The direct path's test: the sender's entry is there and as ours. */
 bool tide__stream_plain(struct tide__board_op *op);
 /* op failed (board.c's release): its caller was told, so look reports
- * nothing more of it; and where the peer wrote another stream
- * collective at its index, it takes as many entries as the peer did,
- * whichever way it failed (our take, or the peer's word first). */
+ * nothing more of it. */
 void tide__stream_failed(struct tide__board_op *op);
 
 /* For the other board collectives of a 2-rank communicator: whether peer

@@ -190,11 +190,13 @@ static const struct tide__algo *staged(uint8_t kind, const tide_comm *comm, size
 
 /* Whether a collective of kind moving `bytes` may take the stream
  * (board_stream.c): boards, 2 ranks, and a part the stream carries: the
- * sender's vector or block, up to 256 bytes in 32 entries (a
+ * sender's vector or block, up to 256 bytes, an entry's slot (a
  * scatter's and a gather's `bytes` are both blocks, of which one
  * streams; a reduce's or gather's root reads its own from its buffer).
- * An entry carries 8 bytes in 16, so a larger part moves more lines
- * than the boards' header crossing costs.  2 ranks, interleaved runs
+ * The figures below are from when a part took an entry per 8 bytes (8
+ * bytes in 16, so a larger part moved more lines than the boards'
+ * header crossing cost); a slot has made the stream cheaper since
+ * (board_stream.c).  2 ranks, interleaved runs
  * (2026-11-29): broadcast 96 and 128 B 0.28-0.31 us on the stream
  * against 0.38-0.44 on boards, 256 B 0.39-0.42 against 0.37-0.40; a
  * reduce's root, which gathers the sender's entries before it reduces,

@@ -18,7 +18,9 @@
  *   then   the stream: STREAM_ENTRIES entries of 16 bytes (struct
  *          board_entry), a ring of its own for the 2-rank broadcasts,
  *          reduces, gathers and scatters of a few bytes
- *          (collectives/board_stream.c)
+ *          (collectives/board_stream.c); then a data slot of
+ *          STREAM_MAX_BYTES for each entry, for parts longer than an
+ *          entry holds (virtual memory: only a slot written costs a page)
  *
  * Publication p (the p-th board collective here) goes to header p %
  * BOARD_HEADS and, if its part does not ride in the header, to data slot
@@ -61,10 +63,10 @@
 #define BOARD_HEADS 8
 #define BOARD_HEAD_BYTES ((size_t)2048)
 #define STREAM_ENTRIES 1024
-#define STREAM_PART 8       /* the bytes of a part an entry holds */
-#define STREAM_MAX_BYTES 256 /* the most a stream collective's sender moves (32 entries) */
+#define STREAM_PART 8       /* the bytes of a part an entry holds; longer ones go to its slot */
+#define STREAM_MAX_BYTES 256 /* the most a stream collective's sender moves (an entry's slot) */
 /* Keeps every board 1 KiB-aligned. */
-#define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT + STREAM_ENTRIES * 16)
+#define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT + STREAM_ENTRIES * (16 + STREAM_MAX_BYTES))
 #define BOARD_AREA_BYTES (BOARD_DIR_BYTES + (size_t)BOARD_COUNT * BOARD_STRIDE)
 
 #define BOARD_LINE 64 /* a cache line: the layout below keeps words apart by it */
@@ -97,6 +99,7 @@ struct board {
     uint8_t pad3[BOARD_HEAD_BYTES - 512 - BOARD_HEADS * 128];
     uint8_t data[2][BOARD_SLOT];
     struct board_entry ring[STREAM_ENTRIES];
+    uint8_t stream_slot[STREAM_ENTRIES][STREAM_MAX_BYTES]; /* ring[i]'s part, if longer */
 };
 
 _Static_assert(sizeof(struct board) == BOARD_STRIDE, "board layout");

@@ -956,7 +956,7 @@ static void ahead_mismatch_body(tide_comm *world, void *arg)
     int told = 0;
     const char *msg = "", *algo = arg ? (const char *)arg : "board";
     int bad_count = 2;
-    if (!strncmp(algo, "stream", 6) && algo[6]) { /* 64 or 128 bytes: 8 or 16 entries against one */
+    if (!strncmp(algo, "stream", 6) && algo[6]) { /* 64 or 128 bytes, in a slot, against 4 */
         bad_count = atoi(algo + 6);
         algo = "stream";
     }
@@ -1135,8 +1135,8 @@ static void rooted_roots_learn_late(void **state)
 /* ---- the stream: 2-rank broadcasts of up to 256 bytes ---- */
 
 /* One broadcast of k's shape (its dtype and count vary with k, up to
- * 256 bytes: one to 32 entries) from root, blocking but every fourth;
- * every element checked. */
+ * 256 bytes: in the entry up to 8, else in its slot) from root, blocking
+ * but every fourth; every element checked. */
 static void stream_one(tide_comm *world, int k, int root)
 {
     int r = tide_comm_rank(world);
@@ -1467,13 +1467,13 @@ static int broadcasts_pair_up(tide_comm *world, bool may_be_told)
     return told;
 }
 
-/* Rank 0 gathers one byte where rank 1 gathers 128 (one entry against
- * sixteen), right after five broadcasts that rank 0 rooted, so that its
- * look lags behind its stream (a root looks in batches).  Rank 0, which
- * reads, fails at once and is told nothing more; rank 1 is told late
- * (the call that tells it runs no collective, so it makes that one
- * again).  Then 1,100 broadcasts, over a full ring, must pair up: the
- * look steps over all sixteen entries rank 0 took for the gather. */
+/* Rank 0 gathers one byte where rank 1 gathers 128 (in the entry
+ * against in a slot), right after five broadcasts that rank 0 rooted,
+ * so that its look lags behind its stream (a root looks in batches).
+ * Rank 0, which reads, fails at once and is told nothing more; rank 1 is
+ * told late (the call that tells it runs no collective, so it makes that
+ * one again).  Then 1,100 broadcasts, over a full ring, must pair up:
+ * each rank's entry for the gather stays at its index. */
 static void stream_lagging_mismatch_body(tide_comm *world, void *arg)
 {
     (void)arg;
@@ -1488,10 +1488,9 @@ static void stream_lagging_mismatch_body(tide_comm *world, void *arg)
 }
 
 /* Both ranks read: rank 0 broadcasts 128 bytes from rank 1, rank 1 one
- * byte from rank 0 (sixteen entries against one).  Each finds the
- * other's acknowledgement where it looks for a part and fails at once;
- * both keep sixteen entries (the larger), so that 1,100 broadcasts
- * after pair up. */
+ * byte from rank 0.  Each finds the other's acknowledgement where it
+ * looks for a part and fails at once; both keep their entry, so that
+ * 1,100 broadcasts after pair up. */
 static void stream_two_readers_body(tide_comm *world, void *arg)
 {
     (void)arg;
@@ -1505,8 +1504,8 @@ static void stream_two_readers_body(tide_comm *world, void *arg)
 /* Two readers as above, rank 1 late to look: it publishes its
  * acknowledgement (a nonblocking call), and looks only after rank 0
  * found it, failed, and sent its word on the mismatch.  That word can
- * end rank 1's call before its own look: it must still keep sixteen
- * entries, so that the broadcasts after pair up (they timed out). */
+ * end rank 1's call before its own look: its entry must still stay, so
+ * that the broadcasts after pair up. */
 static void stream_two_readers_late_body(tide_comm *world, void *arg)
 {
     (void)arg;
@@ -1522,17 +1521,15 @@ static void stream_two_readers_late_body(tide_comm *world, void *arg)
     broadcasts_pair_up(world, false);
 }
 
-/* Both ranks send (each the root of its own broadcast), one of them
- * one entry and the other sixteen: each takes its own count, so their
- * streams go apart by fifteen entries.  Both calls succeed, and both
- * are told late.  The reader of the next broadcast finds its sender's
- * entries at another index and moves its own there (forward if it sent
- * one, back if it sent sixteen), so that 1,100 broadcasts after pair up
- * (they timed out before).  arg: bit 0, the rank that sends sixteen;
- * bit 1, rank 0 reads first (else rank 1); bit 2, both read the next
- * one (each from the other): the one that sent one comes forward to
- * the other, which stays, so that the two fail it as two readers do and
- * pair up after. */
+/* Both ranks send (each the root of its own broadcast), one of them one
+ * byte (in the entry) and the other 128 (in the slot).  Both calls
+ * succeed, and both are told late; each sent one entry, so the 1,100
+ * broadcasts after pair up.  (When a part took an entry per 8 bytes the
+ * two streams went apart here, by fifteen entries, and had to realign.)
+ * arg: bit 0, the rank that sends 128; bit 1, rank 0 reads first (else
+ * rank 1) a broadcast of 128 bytes, whose part must not be taken half
+ * written; bit 2, both read the next one (each from the other), and
+ * fail it as two readers do, and pair up after. */
 static void stream_two_senders_body(tide_comm *world, void *arg)
 {
     int r = tide_comm_rank(world), big = *(int *)arg & 1, told = 0;
@@ -1550,7 +1547,7 @@ static void stream_two_senders_body(tide_comm *world, void *arg)
         if (!late || told++)
             break; /* else the call that told us ran nothing: again */
     }
-    if (*(int *)arg & 2) { /* sixteen entries, so that a part half written is not taken */
+    if (*(int *)arg & 2) { /* a part in a slot */
         for (int i = 0; i < 128; i++)
             v[i] = (int8_t)(r == 1 ? i : -1);
         while ((rc = tide_broadcast(world, v, 128, TIDE_INT8, 1)) == TIDE_EMISMATCH && !told)
