@@ -15,7 +15,7 @@
  *   +256   done    u64: every board collective <= seq has ended here
  *   +512   BOARD_HEADS headers (struct board_slot_head), 128 bytes each
  *   +2048  slot 0 data (BOARD_SLOT bytes), then slot 1 data
- *   then   the stream: STREAM_ENTRIES entries of 16 bytes (struct
+ *   then   the stream: STREAM_ENTRIES entries of 32 bytes (struct
  *          board_entry), a ring of its own for the 2-rank broadcasts,
  *          reduces, gathers and scatters of a few bytes
  *          (collectives/board_stream.c); then a data slot of
@@ -63,10 +63,10 @@
 #define BOARD_HEADS 8
 #define BOARD_HEAD_BYTES ((size_t)2048)
 #define STREAM_ENTRIES 1024
-#define STREAM_PART 8       /* the bytes of a part an entry holds; longer ones go to its slot */
+#define STREAM_PART 24      /* the bytes of a part an entry holds; longer ones go to its slot */
 #define STREAM_MAX_BYTES 256 /* the most a stream collective's sender moves (an entry's slot) */
 /* Keeps every board 1 KiB-aligned. */
-#define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT + STREAM_ENTRIES * (16 + STREAM_MAX_BYTES))
+#define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT + STREAM_ENTRIES * (32 + STREAM_MAX_BYTES))
 #define BOARD_AREA_BYTES (BOARD_DIR_BYTES + (size_t)BOARD_COUNT * BOARD_STRIDE)
 
 #define BOARD_LINE 64 /* a cache line: the layout below keeps words apart by it */
@@ -105,7 +105,10 @@ struct board {
 _Static_assert(sizeof(struct board) == BOARD_STRIDE, "board layout");
 _Static_assert(sizeof(struct board_slot_head) == 2 * BOARD_LINE,
                "a header fills a pair of cache lines");
-_Static_assert(sizeof(struct board_entry) * 4 == BOARD_LINE, "four entries a cache line");
+_Static_assert(sizeof(struct board_entry) * 2 == BOARD_LINE, "two entries a cache line");
+_Static_assert(offsetof(struct board, stream_slot) % BOARD_LINE == 0 &&
+                   STREAM_MAX_BYTES % BOARD_LINE == 0,
+               "a stream slot fills whole cache lines: a part takes as few as it can");
 _Static_assert(BOARD_HEADS % 2 == 0, "a header and its data slot agree in parity");
 _Static_assert(offsetof(struct board_slot_head, tiny) + BOARD_TINY_LINE <= BOARD_LINE,
                "a part of BOARD_TINY_LINE bytes shares its header's first cache line");

@@ -1135,7 +1135,7 @@ static void rooted_roots_learn_late(void **state)
 /* ---- the stream: 2-rank broadcasts of up to 256 bytes ---- */
 
 /* One broadcast of k's shape (its dtype and count vary with k, up to
- * 256 bytes: in the entry up to 8, else in its slot) from root, blocking
+ * 256 bytes: in the entry up to 24, else in its slot) from root, blocking
  * but every fourth; every element checked. */
 static void stream_one(tide_comm *world, int k, int root)
 {

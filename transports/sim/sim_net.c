@@ -313,7 +313,7 @@ static bool shares_memory(const struct tide_sim *s, int a, int b)
 }
 
 /* Made at the first ask, by whoever asks, and mapped rather than
- * calloc'd: a board collective touches a few pages of the 100 MiB, and
+ * calloc'd: a board collective touches a few pages of the 104.5 MiB, and
  * calloc zeroes all of them under MALLOC_PERTURB_ (which meson test
  * sets), as the sanitizers poison all of them at free.  Kept until
  * tide_sim_destroy, as a mapping would outlive its rank's crash. */
