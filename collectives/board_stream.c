@@ -23,16 +23,16 @@
  * was tags, so 256 bytes were eight lines each way, and collectives of
  * other sizes took other counts of entries, which the two streams then
  * had to realign.  A slot holds the part in as few lines as it fills,
- * and the reader reads it there in place.  A part of up to 24 bytes
- * stays in the entry's line (with 16-byte entries, four a line, a 16 B
- * part in a slot took two lines where it had taken one: gather of two
- * 16 B blocks 0.25 us against 0.16 with 32-byte entries, reduce 16 B
- * 0.24 against 0.16, 8 B broadcast 0.17 against 0.16, vader 0.16, 0.21,
- * 0.20).  2 ranks, five interleaved
+ * and the reader reads it there in place.  2 ranks, five interleaved
  * rounds, medians, us a call, before -> after (Open MPI vader):
  * broadcast 64 B 0.13 -> 0.13 (0.27), 128 B 0.24 -> 0.14 (0.23), 256 B
  * 0.28 -> 0.18 (0.27); reduce 256 B 0.29 -> 0.21 (0.25); gather 512 B
  * (both blocks) 0.26 -> 0.18 (0.24); scatter 512 B 0.27 -> 0.18 (0.26).
+ * A part of up to 24 bytes stays in its entry's line: with 16-byte
+ * entries, four a line, a 16 B part in a slot took two lines where it
+ * had taken one (three rounds, 16-byte against 32-byte entries, vader:
+ * gather of two 16 B blocks 0.25 against 0.16, 0.16; reduce 16 B 0.24
+ * against 0.16, 0.21; 8 B broadcast 0.17 against 0.16, 0.20).
  *
  * Both ranks write an entry for every stream collective, at the same
  * index (a communicator's stream collectives pair up in order, as all
