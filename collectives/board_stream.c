@@ -199,11 +199,18 @@ static struct board_entry *entry_at(struct board *b, uint64_t index)
     return &b->ring[index % STREAM_ENTRIES];
 }
 
-/* The data slot of the entry at index: its part, if longer than
- * STREAM_PART bytes. */
+/* The data slot of the entry at index: its part, if in_slot. */
 static uint8_t *slot_at(struct board *b, uint64_t index)
 {
     return b->stream_slot[index % STREAM_ENTRIES];
+}
+
+/* Whether a part of `bytes` goes to its entry's slot rather than the
+ * entry: the one rule the sender (put, claim_next) and the reader
+ * (take_plain) must agree on. */
+static bool in_slot(size_t bytes)
+{
+    return bytes > STREAM_PART;
 }
 
 static int peer_of(const struct tide__board_comm *bc)
@@ -219,7 +226,7 @@ static void put(struct tide__board_comm *bc, uint64_t index, uint64_t tag, const
                 size_t bytes)
 {
     struct board_entry *e = entry_at(bc->mine, index);
-    if (bytes > STREAM_PART)
+    if (in_slot(bytes))
         memcpy(slot_at(bc->mine, index), src, bytes);
     else if (bytes == sizeof(uint64_t))
         memcpy(e->part, src, sizeof(uint64_t));
@@ -361,7 +368,7 @@ void tide__stream_gate_passed(struct tide__board_op *op)
 static void claim_next(struct tide__board_comm *bc, uint64_t next, size_t bytes)
 {
     tide__prefetch_to_write(entry_at(bc->mine, next + LINE_ENTRIES));
-    if (bytes <= STREAM_PART)
+    if (!in_slot(bytes))
         return;
     const uint8_t *slot = slot_at(bc->mine, next);
     for (size_t off = 0; off < bytes; off += BOARD_LINE)
@@ -427,8 +434,8 @@ static bool take_plain(struct tide__board_op *op)
     uint64_t i = op->stream_at;
     if (!b || load(&entry_at(b, i)->tag) != tag(op) || !holds_board(bc, q))
         return false;
-    bool in_slot = part_bytes(op->c.count, op->c.esize) > STREAM_PART;
-    op->parts[q] = in_slot ? slot_at(b, i) : entry_at(b, i)->part;
+    bool slot = in_slot(part_bytes(op->c.count, op->c.esize));
+    op->parts[q] = slot ? slot_at(b, i) : entry_at(b, i)->part;
     if (bc->seen == i)
         bc->seen = i + 1;
     return true;

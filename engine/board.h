@@ -65,8 +65,10 @@
 #define STREAM_ENTRIES 1024
 #define STREAM_PART 24      /* the bytes of a part an entry holds; longer ones go to its slot */
 #define STREAM_MAX_BYTES 256 /* the most a stream collective's sender moves (an entry's slot) */
+#define STREAM_ENTRY_BYTES (8 + STREAM_PART) /* struct board_entry: the tag, then the part */
+#define STREAM_BYTES (STREAM_ENTRIES * (STREAM_ENTRY_BYTES + STREAM_MAX_BYTES)) /* ring, slots */
 /* Keeps every board 1 KiB-aligned. */
-#define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT + STREAM_ENTRIES * (32 + STREAM_MAX_BYTES))
+#define BOARD_STRIDE (BOARD_HEAD_BYTES + 2 * BOARD_SLOT + STREAM_BYTES)
 #define BOARD_AREA_BYTES (BOARD_DIR_BYTES + (size_t)BOARD_COUNT * BOARD_STRIDE)
 
 #define BOARD_LINE 64 /* a cache line: the layout below keeps words apart by it */
@@ -105,7 +107,9 @@ struct board {
 _Static_assert(sizeof(struct board) == BOARD_STRIDE, "board layout");
 _Static_assert(sizeof(struct board_slot_head) == 2 * BOARD_LINE,
                "a header fills a pair of cache lines");
-_Static_assert(sizeof(struct board_entry) * 2 == BOARD_LINE, "two entries a cache line");
+_Static_assert(sizeof(struct board_entry) == STREAM_ENTRY_BYTES &&
+                   2 * STREAM_ENTRY_BYTES == BOARD_LINE,
+               "two entries a cache line");
 _Static_assert(offsetof(struct board, stream_slot) % BOARD_LINE == 0 &&
                    STREAM_MAX_BYTES % BOARD_LINE == 0,
                "a stream slot fills whole cache lines: a part takes as few as it can");
