@@ -667,8 +667,7 @@ void tide__progress_release(struct tide__ctx *ctx);
  * caller calls tide__progress_announce: a progress thread sharing this
  * CPU then parks.  tide__progress_leave gives the right back; now:
  * ctx's clock if the caller read it (as it does while it waits), else 0:
- * an announced caller then reads it, any other leaves
- * TIDE__WAIT_JUST_ENDED. */
+ * the caller then leaves TIDE__WAIT_JUST_ENDED. */
 bool tide__progress_enter(struct tide__ctx *ctx, uint64_t patience_ns, bool *announced);
 void tide__progress_announce(struct tide__ctx *ctx, bool *announced);
 void tide__progress_leave(struct tide__ctx *ctx, bool announced, uint64_t now);
