@@ -284,8 +284,9 @@ void tide__progress_wait_begin(struct tide__ctx *ctx)
 
 /* The wait ended at now (or TIDE__WAIT_JUST_ENDED): the progress
  * thread's grace counts from it.  A release store, not a sequentially
- * consistent one (an xchg on x86): the fetch_sub after it orders it for
- * the progress thread, which reads it only once it saw the count fall. */
+ * consistent one (an xchg on x86): the progress thread only reads it,
+ * to time its grace and its looks, and the fetch_sub after it keeps it
+ * before the count's fall, which is what wakes that thread. */
 static void wait_end_at(struct tide__ctx *ctx, uint64_t now)
 {
     atomic_store_explicit(&ctx->last_wait_ns, now, memory_order_release);
