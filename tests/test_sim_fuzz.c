@@ -28,8 +28,16 @@
  * with the right result or fail with the error the fault implies, and
  * nothing may hang or leak.
  *
- *   test_sim_fuzz [--faults] [--seeds N] [--first S] [--long SECONDS]
- *   TIDE_SIM_SEED=S [TIDE_SIM_FAULTS=1] test_sim_fuzz     (one seed)
+ * With --two, every job has 2 ranks on one host with boards, and half
+ * its collectives take the default algorithm: the 2-rank stream
+ * (collectives/board_stream.c) and the 2-rank boards then run between
+ * each other and the message algorithms, which a job of 1 to 64 ranks
+ * draws rarely (a stream collective in about 200 of the plain run's
+ * board collectives).  With --faults too, its mismatches are where the
+ * stream's entries must pair up again.
+ *
+ *   test_sim_fuzz [--faults] [--two] [--seeds N] [--first S] [--long SECONDS]
+ *   TIDE_SIM_SEED=S [TIDE_SIM_FAULTS=1] [TIDE_SIM_TWO=1] test_sim_fuzz     (one seed)
  *
  * A failing seed prints the command that reproduces it. */
 #include "tests/coll_check.h"
@@ -76,6 +84,10 @@ struct slot {
     uint8_t *send, *recv;
     tide_req *req;
     int rc;
+    /* A call the communicator's late report failed (post_op), made again
+     * as req; kept until check_rank, with the buffers it was given. */
+    tide_req *late;
+    uint8_t *late_send, *late_recv;
 };
 
 struct rank_run {
@@ -99,6 +111,7 @@ static const struct {
 
 static struct rank_run runs[MAXN];
 static int failures;
+static bool two_ranks; /* --two */
 
 /* ---- a job from a seed ---- */
 
@@ -156,6 +169,8 @@ static void make_op(uint64_t *s, uint64_t *b, struct job *j, struct fop *o)
                 rnd(s) % 4 == 0;
     const struct family *f = &coll_families[o->k.coll];
     o->algo = f->env && rnd(s) % 4 ? pick_algo(s, b, j, f) : -1;
+    if (two_ranks && rnd(b) % 2)
+        o->algo = -1; /* the default: the stream where it fits */
     if (o->k.coll == C_ALLREDUCE && j->cfg.ranks_per_host && rnd(s) % 2)
         o->algo = 4; /* hierarchical: several in flight, their parts interleaving */
     o->on_sub = j->sub && rnd(s) % 2;
@@ -204,6 +219,10 @@ static void make_job(uint64_t seed, bool faults, struct job *j)
         if (j->n < 2 * per_host)
             j->n = 2 * per_host;
     }
+    if (two_ranks) { /* one host, or none: boards need both on one */
+        j->n = 2;
+        per_host = per_host ? 2 : 0;
+    }
     j->spawn = seed % 2 == 0;
     j->sub = j->n > 1 && rnd(&s) % 2;
     for (int r = 0; r < j->n; r++) {
@@ -219,6 +238,11 @@ static void make_job(uint64_t seed, bool faults, struct job *j)
     if (rnd(&s) % 2)
         j->cfg.stage_slot_bytes = (size_t)32 << (rnd(&s) % 6);
     j->cfg.boards = j->cfg.stage_slot_bytes && rnd(&b) % 2;
+    if (two_ranks) {
+        if (!j->cfg.stage_slot_bytes)
+            j->cfg.stage_slot_bytes = 256;
+        j->cfg.boards = true;
+    }
     j->cfg.ranks_per_host = per_host;
     j->cfg.host_alpha_s = (double)(rnd(&s) % 4) * 1e-7;
     j->nops = 1 + (int)(rnd(&s) % MAXOPS);
@@ -368,7 +392,7 @@ static int post_move_kind(struct slot *sl, const struct fop *o, int r, int n)
     }
 }
 
-static void post_op(struct rank_run *rr, int i)
+static void post_once(struct rank_run *rr, int i)
 {
     const struct job *j = rr->job;
     const struct fop *o = &j->ops[i];
@@ -392,6 +416,27 @@ static void post_op(struct rank_run *rr, int i)
         CHECK(false, "seed %llu: posting op %d (%s) failed: %s", (unsigned long long)j->seed, i,
               coll_describe(&sl->k, n), tide_err_name(sl->rc));
     }
+}
+
+/* Post op i on rr's rank.  A call that took a late report of an
+ * earlier collective of its communicator fails with it, runs nothing
+ * and counts for nothing (async_error.c), and tide.h tells programs to
+ * call again: so does this one.  Without boards a report only comes
+ * while the ranks wait, after every post; a board collective's gate
+ * checks the ones before it when it is posted, and a 2-rank stream
+ * sender hears of a reader's mismatch there. */
+static void post_op(struct rank_run *rr, int i)
+{
+    post_once(rr, i);
+    struct slot *sl = &rr->s[i];
+    if (rr->job->fault != F_MISMATCH || sl->rc || !sl->req ||
+        !strstr(tide_req_message(sl->req), "had succeeded here"))
+        return;
+    struct slot told = *sl;
+    post_once(rr, i);
+    sl->late = told.req;
+    sl->late_send = told.send;
+    sl->late_recv = told.recv;
 }
 
 /* ---- checking one operation on one rank ---- */
@@ -494,6 +539,16 @@ static void check_rank(struct rank_run *rr)
         if (!sl->comm || sl->rc)
             continue;
         int n = tide_comm_size(sl->comm);
+        if (sl->late) {
+            CHECK(tide_wait(sl->late, 0) == TIDE_EMISMATCH && i > j->fop,
+                  "seed %llu: op %d (%s), posted after op %d, took a late report: %s",
+                  (unsigned long long)j->seed, i, coll_describe(&sl->k, n), j->fop,
+                  tide_req_message(sl->late));
+            noticed = true;
+            tide_req_free(sl->late);
+            free(sl->late_send);
+            free(sl->late_recv);
+        }
         int rc = tide_wait(sl->req, 0); /* the network is idle: it is over */
         noticed |= i == j->fop && rc == TIDE_EMISMATCH;
         if (rc == TIDE_ETIMEDOUT && !tide_req_message(sl->req)[0])
@@ -625,9 +680,9 @@ static void run_job(const struct job *j)
     tide_sim_destroy(sim);
     if (coll_failed_checks > before) {
         failures++;
-        fprintf(stderr, "FAILED: reproduce with: TIDE_SIM_SEED=%llu%s %s\n",
+        fprintf(stderr, "FAILED: reproduce with: TIDE_SIM_SEED=%llu%s%s %s\n",
                 (unsigned long long)j->seed, j->fault != F_NONE ? " TIDE_SIM_FAULTS=1" : "",
-                "build/tests/test_sim_fuzz");
+                two_ranks ? " TIDE_SIM_TWO=1" : "", "build/tests/test_sim_fuzz");
         coll_failed_checks = before; /* count each seed once, keep printing */
     }
 }
@@ -648,11 +703,14 @@ static void describe(const struct job *j)
 int main(int argc, char **argv)
 {
     bool faults = getenv("TIDE_SIM_FAULTS") && atoi(getenv("TIDE_SIM_FAULTS"));
+    two_ranks = getenv("TIDE_SIM_TWO") && atoi(getenv("TIDE_SIM_TWO"));
     uint64_t first = 1, count = 10000;
     double long_s = 0;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--faults"))
             faults = true;
+        else if (!strcmp(argv[a], "--two"))
+            two_ranks = true;
         else if (!strcmp(argv[a], "--seeds") && a + 1 < argc)
             count = strtoull(argv[++a], NULL, 10);
         else if (!strcmp(argv[a], "--first") && a + 1 < argc)
@@ -660,7 +718,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[a], "--long") && a + 1 < argc)
             long_s = atof(argv[++a]);
         else {
-            fprintf(stderr, "usage: %s [--faults] [--seeds N] [--first S] [--long SECONDS]\n",
+            fprintf(stderr,
+                    "usage: %s [--faults] [--two] [--seeds N] [--first S] [--long SECONDS]\n",
                     argv[0]);
             return 2;
         }
@@ -674,7 +733,7 @@ int main(int argc, char **argv)
         return failures ? 1 : 0;
     }
     for (size_t i = 0; i < sizeof regressions / sizeof regressions[0]; i++) {
-        if (regressions[i].faults != faults)
+        if (regressions[i].faults != faults || two_ranks)
             continue;
         make_job(regressions[i].seed, faults, &j);
         run_job(&j);
@@ -686,15 +745,21 @@ int main(int argc, char **argv)
         run_job(&j);
         ran++;
     }
-    printf("%llu %s schedules from seed %llu: %d failed; %llu hierarchical all-reduces and "
+    printf("%llu %s%s schedules from seed %llu: %d failed; %llu hierarchical all-reduces and "
            "%llu board collectives (%llu through the stream) ran\n",
-           (unsigned long long)ran, faults ? "fault" : "fault-free", (unsigned long long)first,
+           (unsigned long long)ran, faults ? "fault" : "fault-free", two_ranks ? " 2-rank" : "",
+           (unsigned long long)first,
            failures, (unsigned long long)hier_ran, (unsigned long long)board_ran,
            (unsigned long long)stream_ran);
     /* A run long enough to have drawn even hosts and boards must have
      * run some of each: one never chosen would leave its state machines
      * unfuzzed. */
-    if (ran >= 1000 && (hier_ran == 0 || board_ran == 0)) {
+    if (two_ranks && ran >= 100 && stream_ran == 0) {
+        fprintf(stderr, "no stream collective ran in %llu 2-rank schedules\n",
+                (unsigned long long)ran);
+        return 1;
+    }
+    if (!two_ranks && ran >= 1000 && (hier_ran == 0 || board_ran == 0)) {
         fprintf(stderr, "no %s ran in %llu schedules\n",
                 hier_ran ? "board collective" : "hierarchical all-reduce", (unsigned long long)ran);
         return 1;
