@@ -32,8 +32,8 @@
  * its collectives take the default algorithm: the 2-rank stream
  * (collectives/board_stream.c) and the 2-rank boards then run between
  * each other and the message algorithms, which a job of 1 to 64 ranks
- * draws rarely (a stream collective in about 200 of the plain run's
- * board collectives).  With --faults too, its mismatches are where the
+ * draws rarely (in a plain run, one board collective in about 190 went
+ * through the stream).  With --faults too, its mismatches are where the
  * stream's entries must pair up again.
  *
  *   test_sim_fuzz [--faults] [--two] [--seeds N] [--first S] [--long SECONDS]
