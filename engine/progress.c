@@ -367,11 +367,11 @@ void tide__progress_leave(struct tide__ctx *ctx, bool announced, uint64_t now)
      * -> 0.21 (0.23), reduce-scatter 32 B 0.25 -> 0.23 (0.29), in the
      * VM's fastest stretch; all-gather 16 B 0.34 -> 0.27 (0.50) in its
      * usual one. */
+    uint64_t ended = now ? now : TIDE__WAIT_JUST_ENDED;
     if (announced)
-        wait_end_at(ctx, now ? now : TIDE__WAIT_JUST_ENDED);
+        wait_end_at(ctx, ended);
     else if (!ctx->inline_mode)
-        atomic_store_explicit(&ctx->last_wait_ns, now ? now : TIDE__WAIT_JUST_ENDED,
-                              memory_order_release);
+        atomic_store_explicit(&ctx->last_wait_ns, ended, memory_order_release);
 }
 
 /* Spinning past TIDE_SPIN_US pays while nobody else wants this CPU (the
