@@ -432,11 +432,12 @@ static void post_op(struct rank_run *rr, int i)
     if (rr->job->fault != F_MISMATCH || sl->rc || !sl->req ||
         !strstr(tide_req_message(sl->req), "had succeeded here"))
         return;
-    struct slot told = *sl;
+    tide_req *late = sl->req;
+    uint8_t *send = sl->send, *recv = sl->recv;
     post_once(rr, i);
-    sl->late = told.req;
-    sl->late_send = told.send;
-    sl->late_recv = told.recv;
+    sl->late = late;
+    sl->late_send = send;
+    sl->late_recv = recv;
 }
 
 /* ---- checking one operation on one rank ---- */
