@@ -90,6 +90,13 @@ void tide__coll_copy(const struct tide__coll *c, void *dst, const void *src, siz
         memcpy(dst, src, bytes);
 }
 
+void tide__coll_copy_streaming(const struct tide__coll *c, void *dst, const void *src,
+                               size_t bytes)
+{
+    if (bytes && !c->req.ctx->timing_only)
+        tide__copy_streaming(dst, src, bytes);
+}
+
 void tide__coll_reduce(const struct tide__coll *c, void *dst, const void *a, const void *b,
                        size_t n)
 {

@@ -160,9 +160,15 @@ static inline int tide__abs(const struct tide__coll *c, int vr)
 void tide__coll_succeed(struct tide__coll *c);
 
 /* memcpy and tide__reduce for algorithms: every byte an algorithm moves
- * or combines locally goes through these two, so a timing-only simulation
- * (tide-sim at thousands of ranks) can skip them all. */
+ * or combines locally goes through these (or the streaming copy below),
+ * so a timing-only simulation (tide-sim at thousands of ranks) can skip
+ * them all. */
 void tide__coll_copy(const struct tide__coll *c, void *dst, const void *src, size_t bytes);
+/* tide__coll_copy with stores that go around the caches, and a fence
+ * after them (streaming_copy.c says when that pays). */
+void tide__coll_copy_streaming(const struct tide__coll *c, void *dst, const void *src,
+                               size_t bytes);
+void tide__copy_streaming(void *dst, const void *src, size_t bytes);
 void tide__coll_reduce(const struct tide__coll *c, void *dst, const void *a, const void *b,
                        size_t n);
 /* Copy n blocks of bb bytes so that dst block (j + k) % n = src block j
