@@ -96,6 +96,8 @@ struct tide__ctx *tide__ctx_new(const tide_config *cfg, bool wake)
     ctx->spin_yields = spin_yields(cfg);
     const char *direct = getenv("TIDE_BOARD_DIRECT");
     ctx->board_direct = !direct || strcmp(direct, "0") != 0;
+    const char *streaming = getenv("TIDE_STREAMING_STORES");
+    ctx->streaming_stores = !streaming || strcmp(streaming, "0") != 0;
     tide__mpsc_init(&ctx->cmds);
     tide__timer_heap_init(&ctx->own_timers);
     ctx->timers = &ctx->own_timers;

@@ -223,6 +223,8 @@ struct tide__ctx {
     bool board_direct; /* blocking board collectives may end on the caller's thread
                           (collectives/board.h); TIDE_BOARD_DIRECT=0 turns it off */
     uint64_t board_direct_ended; /* drive right: how many did (tests look) */
+    bool streaming_stores; /* large board parts go around the caches (collectives/board.c,
+                              publish); TIDE_STREAMING_STORES=0 turns it off */
     uint64_t frames_unexpected;  /* drive right: collectives' frames that came before their
                                     receive (tests look) */
     bool inline_mode;

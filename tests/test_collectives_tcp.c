@@ -64,6 +64,33 @@ static void run_big_cases(tide_comm *comm, unsigned *salt)
     }
 }
 
+/* Parts of 16 KiB to a board's 64 KiB slot, of odd lengths, in every
+ * layout: where a board publication goes into its slot around the
+ * caches (collectives/board.c, around_caches), and where the streaming
+ * copy's last bytes fill no whole line.  A part is the vector (all-reduce,
+ * broadcast, reduce), a block (all-gather, gather) or all n blocks
+ * (reduce-scatter, scatter, all-to-all). */
+static void run_slot_cases(tide_comm *comm, unsigned *salt)
+{
+    int n = tide_comm_size(comm);
+    static const size_t part_bytes[] = {17003, 41017, 65500};
+    static const tide_dtype dts[] = {TIDE_INT32, TIDE_FLOAT64, TIDE_UINT8};
+    for (int c = 0; c < C_COUNT; c++) {
+        if (c == C_BARRIER)
+            continue;
+        bool blocks = c == C_REDUCE_SCATTER || c == C_REDUCE_SCATTERV || c == C_SCATTER ||
+                      c == C_ALLTOALL;
+        for (size_t i = 0; i < sizeof part_bytes / sizeof part_bytes[0]; i++) {
+            tide_dtype dt = dts[(i + (size_t)c) % 3];
+            size_t count = part_bytes[i] / tide_dtype_size(dt) / (blocks ? (size_t)n : 1);
+            struct ccase k = {(enum coll)c, dt, TIDE_SUM, count | 1, (int)(*salt % (unsigned)n),
+                              (enum layout_kind)((i + (size_t)c) % L_COUNT), false, *salt};
+            ++*salt;
+            coll_run_case(comm, &k);
+        }
+    }
+}
+
 /* ---- NaN in MIN and MAX ---- */
 
 static bool is_nan_bits(tide_dtype d, uint64_t b)
@@ -342,6 +369,7 @@ static void matrix_body(tide_comm *comm, void *arg)
     const struct plan *pl = arg;
     unsigned salt = 0;
     coll_run_small_cases(comm, pl, &salt);
+    run_slot_cases(comm, &salt);
     if (pl->big)
         run_big_cases(comm, &salt);
     nan_cases(comm, &salt);
