@@ -230,12 +230,14 @@ static bool streams(uint8_t kind, const tide_comm *comm, size_t bytes)
  *                cost model of docs/small-messages.md), two-phase above;
  *   all-gather   2 ranks 8 B 1.1 against 2.0, 32 KiB 5.7 against 6.9;
  *                4 ranks 4 KiB 5.6 against 17.8.  On 2 ranks from 64
- *                KiB the messages win: 2026-11-27, 5 and 7 interleaved
- *                runs, 64 KiB 8.2-8.3 us (medians) on boards, 7.0-7.2
- *                by recursive doubling or the ring (32 KiB 4.4-4.6
- *                against 5.1-5.3): on boards a block is copied whole
- *                into its slot before the peer may copy it out, where a
- *                message's pieces are copied in and out at once;
+ *                KiB the messages won until a block of 32 KiB went into
+ *                its slot around the caches (board.c, around_caches):
+ *                2026-11-27, 64 KiB 8.2-8.3 us (medians) on boards,
+ *                7.0-7.2 by recursive doubling or the ring; 2026-11-29,
+ *                five interleaved rounds, medians, 64 KiB 5.74 on boards
+ *                against 6.98 by recursive doubling (Open MPI vader
+ *                6.29), 128 KiB 9.7-11.0 against 13.4-14.4 (vader
+ *                10.5-12.4): boards to the slot's size;
  *   reduce-scatter  2 ranks 8 B 1.1 against 1.9; 4 ranks 4 KiB 6.9
  *                against 24.9, 32 KiB 14.7 against 28.4;
  *   broadcast    2 ranks 8 B 1.2-1.4 against 1.2 (the root waited for
@@ -261,8 +263,8 @@ static bool streams(uint8_t kind, const tide_comm *comm, size_t bytes)
  * (2026-11-27, an AMD EPYC 2-core machine, 6 interleaved runs).  (On
  * that machine the 2-rank all-gather of 64 KiB took 3.9-4.2 us on
  * boards against 4.5-5.1 by messages, the reverse of the figures above
- * from another 2-core machine: left to messages until the 16-core host
- * says.) */
+ * from another 2-core machine; boards since their streaming stores,
+ * above.) */
 static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, size_t bytes)
 {
     int n = comm->size;
@@ -276,8 +278,6 @@ static const struct tide__algo *on_board(uint8_t kind, const tide_comm *comm, si
             return &tide__algo_board_allreduce;
         return &tide__algo_board_rsag_allreduce;
     case TIDE_KIND_ALLGATHER:
-        if (n == 2 && bytes > (32u << 10))
-            return NULL; /* the messages' pipelined copies win (above) */
         return bytes < stage_from(kind, n) ? &tide__algo_board_allgather : NULL;
     case TIDE_KIND_REDUCE_SCATTER:
         return &tide__algo_board_reduce_scatter;
