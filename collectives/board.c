@@ -751,7 +751,7 @@ static void publish(struct tide__board_op *op)
     bool tiny = bytes && bytes <= tiny_max(op);
     op->line2 = tiny && bytes > BOARD_TINY_LINE;
     op->mine = tiny ? head->tiny : b->data[bc->pubs % 2];
-    if (!tiny && around_caches(op, bytes))
+    if (around_caches(op, bytes)) /* never a tiny part */
         tide__coll_copy_streaming(&op->c, op->mine, src, bytes);
     else if (bytes)
         tide__coll_copy(&op->c, op->mine, src, bytes);
