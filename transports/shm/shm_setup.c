@@ -40,6 +40,7 @@
 #include <string.h>
 #include <limits.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -426,6 +427,27 @@ static int agree_on_stage(struct tide__shm *tp, const int *fds, uint64_t deadlin
     return 0;
 }
 
+/* Under Yama's ptrace_scope 1 (Ubuntu's default) a process may read
+ * another's memory only as its ancestor, so ranks started side by side
+ * could not copy from each other (can_read: EPERM) and their large
+ * messages stayed in the rings, two copies each.  Where single copies
+ * are wanted, a rank lets its user's other processes read it, as Open
+ * MPI's vader does; TIDE_SHM_CMA=0 keeps it closed.  Without Yama the
+ * call fails (EINVAL) and changes nothing. */
+static void open_to_readers(const struct tide__shm *tp)
+{
+#ifdef PR_SET_PTRACER
+    if (tp->cma_min == SIZE_MAX || !tp->hdr)
+        return;
+    if (prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0)
+        tide__log(TIDE_LOG_INFO, tp->rank, "shm: Yama restricts ptrace here; this rank lets "
+                  "its user's processes read its memory, for single copies between ranks "
+                  "(TIDE_SHM_CMA=0: never)");
+#else
+    (void)tp;
+#endif
+}
+
 int shm_setup(struct tide__shm *tp, int *fds, double timeout_s, bool required, char *err,
               size_t errlen)
 {
@@ -441,6 +463,7 @@ int shm_setup(struct tide__shm *tp, int *fds, double timeout_s, bool required, c
         tide__log(required ? TIDE_LOG_WARN : TIDE_LOG_INFO, tp->rank, "shm: %s", why);
         shm_unmap(tp);
     }
+    open_to_readers(tp); /* before a peer that has our ident probes us */
     make_ident(tp, &ids[tp->rank]);
     int rc = swap_idents(tp, fds, ids, deadline, err, errlen);
     if (!rc)
