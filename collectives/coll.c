@@ -6,22 +6,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Collectives whose bytes flow one way, down or up a tree: a sender
- * waits on nothing from its receiver while that one copies, so the
- * receiver may pull the payload out of the sender's buffer (transport.h,
- * pull).  Where two ranks exchange (all-gather, all-reduce), both would
- * pull from each other at once: measured slower over shared memory. */
-static bool one_way(uint8_t kind)
+/* Collectives whose receivers may pull a payload out of the sender's
+ * buffer (transport.h, pull): those whose bytes flow one way, down or up
+ * a tree, where a sender waits on nothing from its receiver while that
+ * one copies; and the all-gather, whose blocks each rank only forwards.
+ * Where ranks combine what they exchange (all-reduce, reduce-scatter)
+ * they write into the buffers their peers just read from, and each
+ * store first takes its line back: 2 ranks over shared memory,
+ * TIDE_SHM_CMA=1 against the rings, all-reduce 128 KiB 42 us against 30.
+ * The all-gather had lost the same way until recursive doubling sent its
+ * own block from the input (recursive.c, rdg_post): 2026-11-29, 2 ranks,
+ * two rounds, pulled against the rings, us, 256 KiB 12.9-13.0 against
+ * 28.8-29.7, 512 KiB 23.4-24.4 against 54.3-55.0 (Open MPI vader 18.0,
+ * 32.1-34.4); 4 ranks sharing the 2 cores level or faster.  An
+ * all-to-all, pulled, gained on 2 ranks (1 MiB 46-60 against 86-101)
+ * but lost on 4 sharing the cores (1 MiB 176 against 140-142): not yet. */
+static bool pullable(uint8_t kind)
 {
     return kind == TIDE_KIND_BROADCAST || kind == TIDE_KIND_SCATTER ||
-           kind == TIDE_KIND_GATHER || kind == TIDE_KIND_REDUCE;
+           kind == TIDE_KIND_GATHER || kind == TIDE_KIND_REDUCE || kind == TIDE_KIND_ALLGATHER;
 }
 
 void tide__coll_post(struct tide__coll *c, tide__msg *m, enum tide__msg_dir dir, int peer,
                      uint32_t tag, void *buf, size_t bytes)
 {
     tide__msg_init(m, &c->req, dir, peer, c->kind, tag, buf, bytes);
-    m->pull = dir == TIDE_MSG_SEND && one_way(c->kind);
+    m->pull = dir == TIDE_MSG_SEND && pullable(c->kind);
     tide__req_post(&c->req, m);
 }
 
