@@ -112,8 +112,13 @@ static bool ring_pays(int n, size_t bytes)
  * With more ranks the others forward the bytes more often, so staging
  * pays sooner: 4-rank allreduce 256 KiB 93-97 against 231-249 us.  At
  * 2 ranks: allreduce 512 KiB 69-75 against 83-95 us, all-gather even at
- * 512 KiB and ahead from 1 MiB.  Broadcast on 2 ranks from 2 MiB: since
- * a broadcast's messages may be pulled in one copy (coll.c, one_way),
+ * 512 KiB and ahead from 1 MiB.  Since a 2-rank all-gather's blocks may
+ * be pulled in one copy (coll.c, pullable), recursive doubling takes 512
+ * KiB in 23-24 us against the staged 52-62 (2026-11-29, two rounds;
+ * Open MPI vader 32-34): staged from 1 MiB, where recursive doubling
+ * (46) leads only with single copies (without, 97 against 73-76).
+ * Broadcast on 2 ranks from 2 MiB: since
+ * a broadcast's messages may be pulled in one copy (coll.c, pullable),
  * the tree takes 512 KiB in 30-32 us against the staged 66-68 and the
  * chain 1 MiB in 73-77 against 114-117; from 2 MiB staging is ahead
  * again (92-93 against 136-140 us; 4 MiB 171-183 against 273-290;
@@ -135,7 +140,7 @@ static size_t stage_from(uint8_t kind, int n)
     case TIDE_KIND_BROADCAST:
         return n == 2 ? (size_t)1 << 20 : (size_t)128 << 10;
     case TIDE_KIND_ALLGATHER:
-        return n == 2 ? (size_t)512 << 10 : (size_t)256 << 10;
+        return n == 2 ? (size_t)1 << 20 : (size_t)256 << 10;
     case TIDE_KIND_REDUCE_SCATTER:
         return n == 2 ? (size_t)256 << 10 : (size_t)128 << 10;
     default:
@@ -407,7 +412,11 @@ static const struct tide__algo *by_size(uint8_t kind, const tide_comm *comm, siz
     case TIDE_KIND_REDUCE:
         return &tide__algo_binomial_reduce;
     case TIDE_KIND_ALLGATHER:
-        if (ring_pays(n, bytes))
+        /* Two ranks on one host below staging: recursive doubling's one
+         * exchange of whole blocks, each pulled in one copy (coll.c,
+         * pullable), where the ring's pieces go through the rings
+         * (2026-11-29, two rounds, 512 KiB: 21-24 us against 55-71). */
+        if (ring_pays(n, bytes) && !(n == 2 && comm->shared && bytes < stage_from(kind, n)))
             return &tide__algo_ring_allgather;
         return tide__is_pow2(n) ? &tide__algo_rd_allgather : &tide__algo_bruck_allgather;
     case TIDE_KIND_ALLGATHERV:
