@@ -9,7 +9,8 @@
 /* Collectives whose receivers may pull a payload out of the sender's
  * buffer (transport.h, pull): those whose bytes flow one way, down or up
  * a tree, where a sender waits on nothing from its receiver while that
- * one copies; and the all-gather, whose blocks each rank only forwards.
+ * one copies; the all-gather, whose blocks each rank only forwards; and
+ * the all-to-all, whose blocks come straight from the input.
  * Where ranks combine what they exchange (all-reduce, reduce-scatter)
  * they write into the buffers their peers just read from, and each
  * store first takes its line back: 2 ranks over shared memory,
@@ -18,13 +19,19 @@
  * own block from the input (recursive.c, rdg_post): 2026-11-29, 2 ranks,
  * two rounds, pulled against the rings, us, 256 KiB 12.9-13.0 against
  * 28.8-29.7, 512 KiB 23.4-24.4 against 54.3-55.0 (Open MPI vader 18.0,
- * 32.1-34.4); 4 ranks sharing the 2 cores level or faster.  An
- * all-to-all, pulled, gained on 2 ranks (1 MiB 46-60 against 86-101)
- * but lost on 4 sharing the cores (1 MiB 176 against 140-142): not yet. */
+ * 32.1-34.4); 4 ranks sharing the 2 cores level or faster.  The
+ * all-to-all, pulled against the rings: 2 ranks, three rounds, 1 MiB
+ * 46-60 against 86-101 (vader 55-66); 4 ranks sharing the cores, three
+ * rounds, 1 MiB 180-203 against 572-580, 2 MiB 339-349 against
+ * 1209-1320 (vader at 1 MiB in another hour 249, when the rings took
+ * 652-742).  One earlier pair of rounds on 4 ranks had it slower (1 MiB
+ * 176 against 140-142), in an hour when the rings were four times as
+ * fast as in these. */
 static bool pullable(uint8_t kind)
 {
     return kind == TIDE_KIND_BROADCAST || kind == TIDE_KIND_SCATTER ||
-           kind == TIDE_KIND_GATHER || kind == TIDE_KIND_REDUCE || kind == TIDE_KIND_ALLGATHER;
+           kind == TIDE_KIND_GATHER || kind == TIDE_KIND_REDUCE || kind == TIDE_KIND_ALLGATHER ||
+           kind == TIDE_KIND_ALLTOALL;
 }
 
 void tide__coll_post(struct tide__coll *c, tide__msg *m, enum tide__msg_dir dir, int peer,

@@ -397,39 +397,42 @@ static void chain_broadcast_keeps_its_receives_posted(void **state)
     unsetenv("TIDE_ALGO_BROADCAST");
 }
 
-/* ---- all-gathers whose blocks are pulled ---- */
+/* ---- exchanges whose blocks are pulled ---- */
 
-/* Since an all-gather's blocks may be pulled in one copy (coll.c,
- * pullable), a peer reads our input, or our own block in recvbuf, while
- * we copy into the rest of recvbuf: every layout (apart, in place,
- * aliased, overlapping), on 2 ranks (recursive doubling, its first
- * block sent from the input where it lies apart), 3 (Bruck's rotations)
- * and 4, at totals a single copy takes (from 64 KiB a message, below
- * 1 MiB) and by the rings (TIDE_SHM_CMA=0). */
-static void pulled_allgathers_body(tide_comm *comm, void *arg)
+/* Since an all-gather's and an all-to-all's blocks may be pulled in one
+ * copy (coll.c, pullable), a peer reads our input, or our own block in
+ * recvbuf, while we copy into the rest of recvbuf: every layout (apart,
+ * in place, aliased, overlapping, where the call takes it), on 2 ranks
+ * (an all-gather by recursive doubling, its first block sent from the
+ * input where it lies apart), 3 (Bruck's rotations) and 4, at totals a
+ * single copy takes (from 64 KiB a message, below 1 MiB) and by the
+ * rings (TIDE_SHM_CMA=0). */
+static void pulled_exchanges_body(tide_comm *comm, void *arg)
 {
     (void)arg;
     int n = tide_comm_size(comm);
     static const size_t totals[] = {(size_t)256 << 10, (size_t)768 << 10};
+    static const enum coll colls[] = {C_ALLGATHER, C_ALLTOALL};
     unsigned salt = 17;
-    for (size_t t = 0; t < sizeof totals / sizeof totals[0]; t++)
-        for (int layout = 0; layout < L_COUNT; layout++) {
-            size_t count = totals[t] / sizeof(int32_t) / (size_t)n + (size_t)layout;
-            struct ccase k = {C_ALLGATHER, TIDE_INT32, TIDE_SUM, count, 0,
-                              (enum layout_kind)layout, false, salt++};
-            coll_run_case(comm, &k);
-        }
+    for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++)
+        for (size_t t = 0; t < sizeof totals / sizeof totals[0]; t++)
+            for (int layout = 0; layout < L_COUNT; layout++) {
+                size_t count = totals[t] / sizeof(int32_t) / (size_t)n + (size_t)layout;
+                struct ccase k = {colls[c], TIDE_INT32, TIDE_SUM, count, 0,
+                                  (enum layout_kind)layout, false, salt++};
+                coll_run_case(comm, &k);
+            }
     coll_end_of_body();
 }
 
-static void allgathers_pulled_in_one_copy(void **state)
+static void exchanges_pulled_in_one_copy(void **state)
 {
     (void)state;
     static const char *cma[] = {"auto", "0"};
     for (size_t i = 0; i < sizeof cma / sizeof cma[0]; i++) {
         setenv("TIDE_SHM_CMA", cma[i], 1);
         for (int n = 2; n <= 4; n++) {
-            int failed = run_on_shm(n, pulled_allgathers_body, NULL);
+            int failed = run_on_shm(n, pulled_exchanges_body, NULL);
             if (failed)
                 fail_msg("TIDE_SHM_CMA=%s, %d ranks: %d ranks failed", cma[i], n, failed);
         }
@@ -590,7 +593,7 @@ int main(void)
         cmocka_unit_test(staged_reduce_scatter),
         cmocka_unit_test(rank_killed_mid_staged_collective),
         cmocka_unit_test(chain_broadcast_keeps_its_receives_posted),
-        cmocka_unit_test(allgathers_pulled_in_one_copy),
+        cmocka_unit_test(exchanges_pulled_in_one_copy),
         cmocka_unit_test(rank_running_ahead_waits),
     };
     return cmocka_run_group_tests_name("shm transport", tests, NULL, NULL);
