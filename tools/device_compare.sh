@@ -35,6 +35,8 @@
 #       ProcessGroup contract), rank_torch.py and rank_fsdp.py (FSDP,
 #       fully_shard and DDP against one process), 2 ranks, on tide and on
 #       Gloo alike;
+#   (p) tide-perf reduce, allgather and alltoall, 2 and 8 ranks, 1-16 MiB,
+#       with TIDE_SHM_CMA=auto against 1 (single copies above 1 MiB);
 #   (b) Gloo's overlap (gloo_bench.py --overlap) as in (a);
 #   (r) REPEATS - 1 more runs (default REPEATS=1: none) of the bound
 #       busy overlap at each world size of (a), with tide-overlap's
@@ -359,6 +361,26 @@ if wanted g; then
   done
 fi
 
+# ------------------------------- (p) single copies above 1 MiB a message
+# TIDE_SHM_CMA=auto pulls a message below 1 MiB only (SHM_CMA_AUTO_MAX):
+# the rings beat a pulled 2- and 8-rank reduce from 1 MiB on this host
+# (2026-11-26), while on the 2-core VM (2026-11-29) uncapped pulls won
+# 1.5-5x at 1-8 MiB for reduce, all-gather and all-to-all.  Both ways,
+# side by side, 2 and 8 ranks, 1 to 16 MiB.
+if wanted p; then
+  pull_iters=20
+  ((QUICK)) && pull_iters=2
+  for n in 2 8; do
+    for op in reduce allgather alltoall; do
+      for cma in auto 1; do
+        name=pull-$op-n$n-cma$cma
+        TIDE_SHM_CMA=$cma TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf \
+          --op "$op" -b 1M -e 16M -f 4 -n "$pull_iters" -w 3 --json "$raw/$name.json"
+      done
+    done
+  done
+fi
+
 # ------------------------------------------------------- (b) Gloo's overlap
 if wanted b; then
   for n in "${gloo_ranks[@]}"; do
@@ -629,6 +651,19 @@ sizes = sorted(set().union(*(d.keys() for d in by.values())))
 section("(f) 2-rank allreduce, 512 B to 64 KiB (issue 32's 4 KiB step): µs, out of place",
         table(["size"] + [f"{c} µs" for c in cols],
               [[size_text(b)] + [num(by[c].get(b), "{:.2f}") for c in cols] for b in sizes]))
+# (p) single copies above 1 MiB: auto against TIDE_SHM_CMA=1
+body = []
+for n in (2, 8):
+    for op in ("reduce", "allgather", "alltoall"):
+        by = {cma: {r["bytes"]: r["time_us"] for r in records(f"pull-{op}-n{n}-cma{cma}.json")
+                    if not r.get("inplace")} for cma in ("auto", "1")}
+        for b in sorted(set(by["auto"]) | set(by["1"])):
+            a, one = by["auto"].get(b), by["1"].get(b)
+            body.append([op, str(n), size_text(b), num(a), num(one),
+                         num(a / one if a and one else None, "{:.2f}")])
+section("(p) single copies from 1 MiB a message: TIDE_SHM_CMA=auto (rings from 1 MiB) "
+        "against 1 (pulled at every size), µs, out of place",
+        table(["op", "ranks", "size", "auto µs", "cma=1 µs", "auto / cma=1"], body))
 # (g) torch 2: each program's verdicts on rank 0, and a failure's account
 lines = []
 for path in sorted(glob.glob(os.path.join(out, "log", "torch-*.log"))):
