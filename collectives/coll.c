@@ -1,6 +1,7 @@
 /* coll.c - the machinery every collective shares: messages carrying the
  * collective's signature, blocks, scratch, and the round driver. */
 #include "collectives/coll.h"
+#include "engine/streaming_copy.h"
 
 #include <stdio.h>
 #include <stdlib.h>

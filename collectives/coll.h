@@ -168,7 +168,6 @@ void tide__coll_copy(const struct tide__coll *c, void *dst, const void *src, siz
  * after them (streaming_copy.c says when that pays). */
 void tide__coll_copy_streaming(const struct tide__coll *c, void *dst, const void *src,
                                size_t bytes);
-void tide__copy_streaming(void *dst, const void *src, size_t bytes);
 void tide__coll_reduce(const struct tide__coll *c, void *dst, const void *a, const void *b,
                        size_t n);
 /* Copy n blocks of bb bytes so that dst block (j + k) % n = src block j

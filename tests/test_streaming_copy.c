@@ -1,8 +1,8 @@
-/* test_streaming_copy.c - collectives/streaming_copy.c: the copy around
+/* test_streaming_copy.c - engine/streaming_copy.c: the copy around
  * the caches moves exactly the bytes asked, whatever the alignment of
  * either end and however the length falls against 16-byte stores and
- * 64-byte lines, and touches nothing beside them.  (A board's slot, its
- * only destination today, is aligned; the copy promises more.) */
+ * 64-byte lines, and touches nothing beside them.  (A board's slot is
+ * aligned, a ring's place is not.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "collectives/coll.h"
+#include "engine/streaming_copy.h"
 
 enum { SPAN = 4096, GUARD = 128, FILL = 0x5a };
 

@@ -1,6 +1,8 @@
 /* streaming_copy.c - a copy whose stores go around the caches (x86's
- * non-temporal, "streaming" stores), for a part a board publishes to
- * peers on other cores (board.c, publish; why and when there).
+ * non-temporal, "streaming" stores), for bytes written into shared
+ * memory for a peer on another core: a board's part
+ * (collectives/board.c, around_caches) and a pair's ring
+ * (transports/shm/shm_ring.c); why and when there.
  *
  * An ordinary store to a line that a peer holds (it read the slot two
  * publications ago) must first take the line from it: one crossing
@@ -14,7 +16,7 @@
  * Streaming stores are weakly ordered, even on x86: the closing fence
  * makes them visible before any store after it, the release store that
  * tells the peers the part is there among them. */
-#include "collectives/coll.h"
+#include "engine/streaming_copy.h"
 
 #include <stdint.h>
 #include <string.h>
