@@ -29,29 +29,37 @@ static uint8_t pattern(uint64_t i)
 }
 
 /* Writes that fill the ring stop at its end; reads give the bytes back
- * in order across the wrap. */
-static void full_ring_and_wrap(void **state)
+ * in order across the wrap, written plainly or with streaming stores
+ * (the long write starts unaligned and wraps). */
+static void wrap_case(bool streaming)
 {
     struct shm_ring *r = new_ring();
     static uint8_t in[SHM_RING_BYTES + 1000], out[SHM_RING_BYTES + 100];
     for (size_t i = 0; i < sizeof in; i++)
         in[i] = pattern(i);
-    assert_int_equal(shm_ring_write(r, in, 1000), 1000);
+    assert_int_equal(shm_ring_write(r, in, 1000, false), 1000);
     assert_int_equal(shm_ring_read(r, out, 600), 600);
     assert_memory_equal(out, in, 600);
     /* 400 in the ring: room for SHM_RING_BYTES - 400, which wraps. */
-    assert_int_equal(shm_ring_write(r, in + 1000, SHM_RING_BYTES), SHM_RING_BYTES - 400);
+    assert_int_equal(shm_ring_write(r, in + 1000, SHM_RING_BYTES, streaming), SHM_RING_BYTES - 400);
     assert_int_equal(shm_ring_used(r), SHM_RING_BYTES);
-    assert_int_equal(shm_ring_write(r, in, 1), 0);
+    assert_int_equal(shm_ring_write(r, in, 1, false), 0);
     assert_int_equal(shm_ring_read(r, out, sizeof out), SHM_RING_BYTES);
     assert_memory_equal(out, in + 600, SHM_RING_BYTES);
     assert_int_equal(shm_ring_read(r, out, 1), 0);
     /* NULL skips bytes. */
-    assert_int_equal(shm_ring_write(r, in, 10), 10);
+    assert_int_equal(shm_ring_write(r, in, 10, false), 10);
     assert_int_equal(shm_ring_read(r, NULL, 4), 4);
     assert_int_equal(shm_ring_read(r, out, 10), 6);
     assert_memory_equal(out, in + 4, 6);
     free(r);
+}
+
+static void full_ring_and_wrap(void **state)
+{
+    (void)state;
+    wrap_case(false);
+    wrap_case(true);
 }
 
 /* A writer that finds the ring full asks to be told; the reader sees the
@@ -60,7 +68,7 @@ static void waiting_writer_is_told_once(void **state)
 {
     struct shm_ring *r = new_ring();
     static uint8_t buf[SHM_RING_BYTES];
-    assert_int_equal(shm_ring_write(r, buf, sizeof buf), sizeof buf);
+    assert_int_equal(shm_ring_write(r, buf, sizeof buf, false), sizeof buf);
     assert_int_equal(shm_ring_take_waiter(r), 0);
     assert_int_equal(shm_ring_wait_for_room(r), 0);
     assert_int_equal(shm_ring_read(r, NULL, 100), 100);
@@ -93,10 +101,10 @@ static void corrupt_tail_gives_no_room(void **state)
     memset(src, 0x5a, big);
     for (size_t i = 0; i < sizeof shifts / sizeof shifts[0]; i++) {
         struct shm_ring *r = new_ring();
-        assert_int_equal(shm_ring_write(r, src, 1000), 1000);
+        assert_int_equal(shm_ring_write(r, src, 1000, false), 1000);
         uint64_t head = atomic_load(&r->head);
         atomic_store(&r->tail, head + (uint64_t)shifts[i]);
-        assert_int_equal(shm_ring_write(r, src, big), 0);
+        assert_int_equal(shm_ring_write(r, src, big, false), 0);
         assert_int_equal(shm_ring_wait_for_room(r), 0);
         assert_int_equal(atomic_load(&r->head), head);
         assert_true(shm_ring_read(r, dst, big) <= SHM_RING_BYTES);
@@ -119,7 +127,7 @@ static void *writer(void *p)
         for (size_t i = 0; i < want; i++)
             chunk[i] = pattern(at + i);
         for (size_t done = 0; done < want;)
-            done += shm_ring_write(s->r, chunk + done, want - done);
+            done += shm_ring_write(s->r, chunk + done, want - done, want & 1); /* both kinds */
         at += want;
     }
     return NULL;

@@ -34,6 +34,18 @@
  * from each other at once); one way, faster (docs/architecture.md).
  * TIDE_SHM_CMA=0: never.
  *
+ * Streaming stores: where this pair are the only ranks on their host,
+ * a payload's piece of SHM_RING_STREAM_MIN bytes or more goes into the
+ * ring with stores that skip taking each line back from the reader,
+ * which read it a ring ago (engine/streaming_copy.c;
+ * TIDE_STREAMING_STORES=0: never).  2 ranks, two interleaved rounds, us,
+ * ordinary -> streaming (Open MPI vader): reduce 1 MiB 161-163 -> 109-111
+ * (107), 4 MiB 739-740 -> 455-460 (491-522); all-to-all 4 MiB 332-333
+ * -> 241-283 (230-243); all-reduce 256 KiB 45-52 -> 37-40 (58-73).  On
+ * more ranks every pair's bytes would go through memory where they now
+ * pass between caches, and 4 ranks sharing the 2 cores measured within
+ * their noise: left to the many-core host.
+ *
  * After the rings the segment holds the staging area that collectives
  * read each other's data from (transport.h, collectives/stage.c):
  * SHM_STAGE_SLOTS slots of SHM_STAGE_SLOT bytes, mapped read-only by
@@ -95,6 +107,7 @@ struct shm_peer {
     uint8_t *board;           /* the peer's board area (after it), read-only */
     pid_t pid;                /* the peer's process */
     bool cma;                 /* single copy both ways (see above) */
+    bool stream_out;          /* payloads go into `out` around the caches (below) */
 
     /* sending: sq's head is being written; a written message completes
      * at once (tide__msg_done only queues it for the engine's delivery) */

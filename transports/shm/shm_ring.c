@@ -1,15 +1,23 @@
 /* shm_ring.c - see shm_ring.h. */
 #include "transports/shm/shm_ring.h"
 
+#include "engine/streaming_copy.h"
+
 #include <string.h>
 
 /* Copy n bytes between the ring at byte count pos and buf, in at most
  * two pieces (the second from the start of data after the wrap). */
-static void copy_in(struct shm_ring *r, uint64_t pos, const uint8_t *buf, size_t n)
+static void copy_in(struct shm_ring *r, uint64_t pos, const uint8_t *buf, size_t n,
+                    bool streaming)
 {
     size_t at = (size_t)(pos % SHM_RING_BYTES), first = SHM_RING_BYTES - at;
     if (first > n)
         first = n;
+    if (streaming && n >= SHM_RING_STREAM_MIN) {
+        tide__copy_streaming(r->data + at, buf, first);
+        tide__copy_streaming(r->data, buf + first, n - first);
+        return;
+    }
     memcpy(r->data + at, buf, first);
     memcpy(r->data, buf + first, n - first);
 }
@@ -33,7 +41,7 @@ static size_t room_of(uint64_t head, uint64_t tail)
     return used > SHM_RING_BYTES ? 0 : SHM_RING_BYTES - (size_t)used;
 }
 
-size_t shm_ring_write(struct shm_ring *r, const void *src, size_t len)
+size_t shm_ring_write(struct shm_ring *r, const void *src, size_t len, bool streaming)
 {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
@@ -41,7 +49,7 @@ size_t shm_ring_write(struct shm_ring *r, const void *src, size_t len)
     size_t n = len < room ? len : room;
     if (n == 0)
         return 0;
-    copy_in(r, head, src, n);
+    copy_in(r, head, src, n, streaming);
     atomic_store_explicit(&r->head, head + n, memory_order_release);
     return n;
 }

@@ -23,6 +23,7 @@
 #define TIDE_SHM_RING_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,10 +41,15 @@ struct shm_ring {
     uint8_t data[SHM_RING_BYTES];
 };
 
+/* A write of this many bytes or more may go in with streaming stores. */
+#define SHM_RING_STREAM_MIN ((size_t)16 * 1024)
+
 /* Copy up to len bytes of src in (as many as fit); returns how many.
+ * streaming: if they are SHM_RING_STREAM_MIN or more, with stores that go
+ * around the caches (engine/streaming_copy.c; shm_peer.h says when).
  * A tail ahead of head or more than a ring behind (a corrupt reader)
  * reads as a full ring: never past the data. */
-size_t shm_ring_write(struct shm_ring *r, const void *src, size_t len);
+size_t shm_ring_write(struct shm_ring *r, const void *src, size_t len, bool streaming);
 
 /* Copy up to len bytes out into dst (NULL: skip them); returns how many.
  * A head more than a ring ahead (a corrupt writer) reads as a full ring:

@@ -25,10 +25,10 @@ static size_t write_head(struct shm_peer *c, tide__msg *m)
     while (c->tx_off < total) {
         size_t n;
         if (c->tx_off < hdr)
-            n = shm_ring_write(c->out, c->tx_hdr + c->tx_off, hdr - c->tx_off);
+            n = shm_ring_write(c->out, c->tx_hdr + c->tx_off, hdr - c->tx_off, false);
         else
             n = shm_ring_write(c->out, (const uint8_t *)m->buf + (c->tx_off - TIDE_FRAME_HDR_SIZE),
-                               total - c->tx_off);
+                               total - c->tx_off, c->stream_out);
         if (n == 0)
             break;
         c->tx_off += n;

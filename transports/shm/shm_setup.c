@@ -370,6 +370,7 @@ static int pair_up(struct tide__shm *tp, int *fds, const struct ident *ids, bool
         }
         c->pid = (pid_t)ids[p].pid;
         c->cma = (mine[p] & READABLE) && (theirs[p] & READABLE);
+        c->stream_out = on_host == 1 && tp->base.ctx->streaming_stores;
         c->fd = fds[p];
         fds[p] = -1;
         paired++;
