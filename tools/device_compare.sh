@@ -37,6 +37,9 @@
 #       Gloo alike;
 #   (p) tide-perf reduce, allgather and alltoall, 2 and 8 ranks, 1-16 MiB,
 #       with TIDE_SHM_CMA=auto against 1 (single copies above 1 MiB);
+#   (q) streaming stores (TIDE_STREAMING_STORES=0 against 1): broadcast
+#       and scatter 16-64 KiB at 2, 8 and 16 ranks, reduce and alltoall
+#       1-4 MiB at 2;
 #   (b) Gloo's overlap (gloo_bench.py --overlap) as in (a);
 #   (r) REPEATS - 1 more runs (default REPEATS=1: none) of the bound
 #       busy overlap at each world size of (a), with tide-overlap's
@@ -381,6 +384,33 @@ if wanted p; then
   done
 fi
 
+# ------------------------------------------------- (q) streaming stores
+# A board's root (broadcast, scatter) writes its part of 16 KiB or more
+# with streaming stores on any number of ranks, and a pair alone on its
+# host its ring pieces of 16 KiB or more (collectives/board.c,
+# around_caches; transports/shm/shm_peer.h): measured on the 2-core VM
+# only.  TIDE_STREAMING_STORES=0 against the default, side by side.
+if wanted q; then
+  nt_iters=200
+  ((QUICK)) && nt_iters=5
+  for n in 2 8 16; do
+    for op in broadcast scatter; do
+      for nt in 0 1; do
+        name=nt-$op-n$n-nt$nt
+        TIDE_STREAMING_STORES=$nt TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf \
+          --op "$op" -b 16K -e 64K -f 2 -n "$nt_iters" -w 20 --json "$raw/$name.json"
+      done
+    done
+  done
+  for op in reduce alltoall; do
+    for nt in 0 1; do
+      name=nt-$op-n2-nt$nt
+      TIDE_STREAMING_STORES=$nt TIDE_TRANSPORT=shm step "$name" 60 trun -n 2 -- tide-perf \
+        --op "$op" -b 1M -e 4M -f 2 -n 20 -w 3 --json "$raw/$name.json"
+    done
+  done
+fi
+
 # ------------------------------------------------------- (b) Gloo's overlap
 if wanted b; then
   for n in "${gloo_ranks[@]}"; do
@@ -664,6 +694,19 @@ for n in (2, 8):
 section("(p) single copies from 1 MiB a message: TIDE_SHM_CMA=auto (rings from 1 MiB) "
         "against 1 (pulled at every size), µs, out of place",
         table(["op", "ranks", "size", "auto µs", "cma=1 µs", "auto / cma=1"], body))
+# (q) streaming stores: off against on
+body = []
+for op, ranks in (("broadcast", (2, 8, 16)), ("scatter", (2, 8, 16)), ("reduce", (2,)),
+                  ("alltoall", (2,))):
+    for n in ranks:
+        by = {nt: {r["bytes"]: r["time_us"] for r in records(f"nt-{op}-n{n}-nt{nt}.json")
+                   if not r.get("inplace")} for nt in (0, 1)}
+        for b in sorted(set(by[0]) | set(by[1])):
+            off, on = by[0].get(b), by[1].get(b)
+            body.append([op, str(n), size_text(b), num(off, "{:.2f}"), num(on, "{:.2f}"),
+                         num(off / on if off and on else None, "{:.2f}")])
+section("(q) streaming stores: TIDE_STREAMING_STORES=0 against the default, µs, out of place",
+        table(["op", "ranks", "size", "off µs", "on µs", "off / on"], body))
 # (g) torch 2: each program's verdicts on rank 0, and a failure's account
 lines = []
 for path in sorted(glob.glob(os.path.join(out, "log", "torch-*.log"))):
