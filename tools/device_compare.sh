@@ -134,6 +134,19 @@ step() {
   fi
 }
 
+# side_by_side VAR "VALUES" TAG N OP ARGS...: tide-perf --op OP ARGS on N
+# ranks over shared memory once with each of VALUES in the setting VAR,
+# a step each, named TAG-OP-nN-VALUE (its records in raw/, as .json).
+side_by_side() {
+  local var=$1 values=$2 tag=$3 n=$4 op=$5 v name
+  shift 5
+  for v in $values; do
+    name=$tag-$op-n$n-$v
+    (export "$var=$v" TIDE_TRANSPORT=shm
+     step "$name" 60 trun -n "$n" -- tide-perf --op "$op" "$@" --json "$raw/$name.json")
+  done
+}
+
 # wanted LETTER: whether section LETTER runs (SKIP above).
 wanted() {
   [[ " ${SKIP:-} " != *" $1 "* ]]
@@ -375,11 +388,7 @@ if wanted p; then
   ((QUICK)) && pull_iters=2
   for n in 2 8; do
     for op in reduce allgather alltoall; do
-      for cma in auto 1; do
-        name=pull-$op-n$n-cma$cma
-        TIDE_SHM_CMA=$cma TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf \
-          --op "$op" -b 1M -e 16M -f 4 -n "$pull_iters" -w 3 --json "$raw/$name.json"
-      done
+      side_by_side TIDE_SHM_CMA "auto 1" pull "$n" "$op" -b 1M -e 16M -f 4 -n "$pull_iters" -w 3
     done
   done
 fi
@@ -395,19 +404,11 @@ if wanted q; then
   ((QUICK)) && nt_iters=5
   for n in 2 8 16; do
     for op in broadcast scatter; do
-      for nt in 0 1; do
-        name=nt-$op-n$n-nt$nt
-        TIDE_STREAMING_STORES=$nt TIDE_TRANSPORT=shm step "$name" 60 trun -n "$n" -- tide-perf \
-          --op "$op" -b 16K -e 64K -f 2 -n "$nt_iters" -w 20 --json "$raw/$name.json"
-      done
+      side_by_side TIDE_STREAMING_STORES "0 1" nt "$n" "$op" -b 16K -e 64K -f 2 -n "$nt_iters" -w 20
     done
   done
   for op in reduce alltoall; do
-    for nt in 0 1; do
-      name=nt-$op-n2-nt$nt
-      TIDE_STREAMING_STORES=$nt TIDE_TRANSPORT=shm step "$name" 60 trun -n 2 -- tide-perf \
-        --op "$op" -b 1M -e 4M -f 2 -n 20 -w 3 --json "$raw/$name.json"
-    done
+    side_by_side TIDE_STREAMING_STORES "0 1" nt 2 "$op" -b 1M -e 4M -f 2 -n 20 -w 3
   done
 fi
 
@@ -685,7 +686,7 @@ section("(f) 2-rank allreduce, 512 B to 64 KiB (issue 32's 4 KiB step): µs, out
 body = []
 for n in (2, 8):
     for op in ("reduce", "allgather", "alltoall"):
-        by = {cma: {r["bytes"]: r["time_us"] for r in records(f"pull-{op}-n{n}-cma{cma}.json")
+        by = {cma: {r["bytes"]: r["time_us"] for r in records(f"pull-{op}-n{n}-{cma}.json")
                     if not r.get("inplace")} for cma in ("auto", "1")}
         for b in sorted(set(by["auto"]) | set(by["1"])):
             a, one = by["auto"].get(b), by["1"].get(b)
@@ -699,7 +700,7 @@ body = []
 for op, ranks in (("broadcast", (2, 8, 16)), ("scatter", (2, 8, 16)), ("reduce", (2,)),
                   ("alltoall", (2,))):
     for n in ranks:
-        by = {nt: {r["bytes"]: r["time_us"] for r in records(f"nt-{op}-n{n}-nt{nt}.json")
+        by = {nt: {r["bytes"]: r["time_us"] for r in records(f"nt-{op}-n{n}-{nt}.json")
                    if not r.get("inplace")} for nt in (0, 1)}
         for b in sorted(set(by[0]) | set(by[1])):
             off, on = by[0].get(b), by[1].get(b)
