@@ -107,7 +107,7 @@ struct shm_peer {
     uint8_t *board;           /* the peer's board area (after it), read-only */
     pid_t pid;                /* the peer's process */
     bool cma;                 /* single copy both ways (see above) */
-    bool stream_out;          /* payloads go into `out` around the caches (below) */
+    bool stream_out;          /* payloads go into `out` around the caches (above) */
 
     /* sending: sq's head is being written; a written message completes
      * at once (tide__msg_done only queues it for the engine's delivery) */
