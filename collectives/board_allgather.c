@@ -15,10 +15,8 @@ static size_t own_block(struct tide__board_op *op, const void **src)
 /* Ours from the caller's buffer where it overlaps no block we write. */
 static bool own(const struct tide__board_op *op, const void *src)
 {
-    const struct tide__coll *c = &op->c;
-    const char *s = src, *r = c->recvbuf;
-    size_t bb = c->count * c->esize;
-    return s + bb <= r || r + (size_t)op->n * bb <= s;
+    size_t bb = op->c.count * op->c.esize;
+    return !tide__overlaps(src, bb, op->c.recvbuf, (size_t)op->n * bb);
 }
 
 static bool copy_blocks(struct tide__board_op *op)

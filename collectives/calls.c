@@ -56,12 +56,6 @@ static size_t mul3(size_t n, size_t m, size_t esize)
     return n * esize;
 }
 
-static bool overlaps(const void *a, size_t alen, const void *b, size_t blen)
-{
-    const char *x = a, *y = b;
-    return alen && blen && x < y + blen && y < x + alen;
-}
-
 /* The checks every collective shares. */
 static int check_common(const struct call *k, tide_req **req, bool reduces)
 {
@@ -281,7 +275,7 @@ int tide_iallreduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t 
         k.sendbuf = recvbuf;
     if ((rc = check_buf(&k, "recvbuf", recvbuf, bytes)) || (rc = check_buf(&k, "sendbuf", k.sendbuf, bytes)))
         return rc;
-    if (k.sendbuf != recvbuf && overlaps(k.sendbuf, bytes, recvbuf, bytes) && (rc = stage(&k, bytes)))
+    if (k.sendbuf != recvbuf && tide__overlaps(k.sendbuf, bytes, recvbuf, bytes) && (rc = stage(&k, bytes)))
         return rc;
     k.blk.total = count;
     k.bytes = bytes;
@@ -350,7 +344,7 @@ int tide_ireduce(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t cou
         return rc;
     if (!at_root)
         k.recvbuf = NULL;
-    if (at_root && k.sendbuf != recvbuf && overlaps(k.sendbuf, bytes, recvbuf, bytes) &&
+    if (at_root && k.sendbuf != recvbuf && tide__overlaps(k.sendbuf, bytes, recvbuf, bytes) &&
         (rc = stage(&k, bytes)))
         return rc;
     k.blk.total = count;
@@ -483,7 +477,7 @@ static int reduce_scatter_launch(struct call *k, size_t total, tide_req **req)
         return rc;
     }
     const char *own = k->sendbuf ? (const char *)k->sendbuf + own_off * esize : NULL;
-    if (k->recvbuf != own && overlaps(k->sendbuf, in, k->recvbuf, out) && (rc = stage(k, out))) {
+    if (k->recvbuf != own && tide__overlaps(k->sendbuf, in, k->recvbuf, out) && (rc = stage(k, out))) {
         free(k->blk.offs);
         return rc;
     }
@@ -627,7 +621,7 @@ int tide_ialltoall(tide_comm *comm, const void *sendbuf, void *recvbuf, size_t c
     size_t bytes = mul3(count, (size_t)comm->size, k.esize);
     if ((rc = check_buf(&k, "sendbuf", sendbuf, bytes)) || (rc = check_buf(&k, "recvbuf", recvbuf, bytes)))
         return rc;
-    if (overlaps(sendbuf, bytes, recvbuf, bytes))
+    if (tide__overlaps(sendbuf, bytes, recvbuf, bytes))
         return reject(&k, "sendbuf and recvbuf overlap");
     k.blk.each = count;
     k.bytes = bytes;

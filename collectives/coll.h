@@ -144,6 +144,13 @@ static inline char *tide__at(const struct tide__coll *c, const void *buf, size_t
 }
 
 /* comm rank <-> rank relative to root (trees), and the group's size. */
+/* Whether [a, a + alen) and [b, b + blen) share a byte. */
+static inline bool tide__overlaps(const void *a, size_t alen, const void *b, size_t blen)
+{
+    const char *x = a, *y = b;
+    return alen && blen && x < y + blen && y < x + alen;
+}
+
 static inline int tide__rel(const struct tide__coll *c, int r)
 {
     int n = c->req.comm->size;

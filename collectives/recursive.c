@@ -456,14 +456,6 @@ static int rdg_setup(struct tide__coll *c)
     return 0;
 }
 
-/* Whether the input lies wholly outside recvbuf. */
-static bool input_apart(const struct tide__coll *c)
-{
-    const char *s = c->sendbuf, *r = c->recvbuf;
-    size_t own = c->blk.each * c->esize, all = (size_t)c->req.comm->size * own;
-    return s + own <= r || r + all <= s;
-}
-
 static void rdg_post(struct tide__coll *c, int round)
 {
     int r = c->req.comm->rank, mask = 1 << round, peer = r ^ mask;
@@ -475,7 +467,8 @@ static void rdg_post(struct tide__coll *c, int round)
      * each store taking its line back first (2 ranks, 256 KiB, pulled:
      * 108-122 us a call from recvbuf, 12.9-13.0 from the input). */
     const void *from = tide__at(c, c->recvbuf, mine);
-    if (round == 0 && bytes && input_apart(c))
+    size_t all = (size_t)c->req.comm->size * each * c->esize;
+    if (round == 0 && bytes && !tide__overlaps(c->sendbuf, bytes, c->recvbuf, all))
         from = c->sendbuf;
     tide__coll_recv(c, peer, tide__at(c, c->recvbuf, theirs), bytes);
     tide__coll_send(c, peer, from, bytes);
