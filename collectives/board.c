@@ -722,7 +722,8 @@ static void raise_posted(struct tide__board_op *op)
 
 static bool around_caches(const struct tide__board_op *op, size_t bytes)
 {
-    if (!op->c.req.ctx->streaming_stores)
+    /* The size first: every small publication, the common one, stops there. */
+    if (bytes < AROUND_CACHES_ROOT || !op->c.req.ctx->streaming_stores)
         return false;
     uint8_t kind = op->c.kind;
     bool root = (kind == TIDE_KIND_BROADCAST || kind == TIDE_KIND_SCATTER) &&
